@@ -1,0 +1,37 @@
+# Ballast — the two commands a user needs are `make demo` and `make test`; both run `make setup`.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+CACHE ?= .cache
+ARGS ?=
+
+.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-router clean-cache
+
+setup:
+	@bash deploy/setup.sh
+
+demo: setup
+	$(PY) -m ballast.demo $(ARGS)
+
+test: setup lint
+	$(PY) -m pytest tests $(ARGS)
+
+test-unit: setup
+	$(PY) -m pytest tests -m unit $(ARGS)
+
+test-integration: setup
+	$(PY) -m pytest tests -m "integration or e2e" $(ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check services spark_jobs tests bench
+
+bench: bench-codec bench-planner
+
+bench-codec: setup
+	$(PY) bench/codec_bench.py $(ARGS)
+
+bench-planner: setup
+	$(PY) bench/planner/run.py $(ARGS)
+
+clean-cache:
+	rm -rf $(CACHE) $(VENV)

@@ -1,0 +1,1 @@
+"""Rebalance planners: pure functions from key statistics and a routing table to a new table."""
