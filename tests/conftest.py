@@ -1,0 +1,76 @@
+"""Shared fixtures: a real Kafka broker for the whole session, started with the same code as
+``ballast stack up`` on free loopback ports in a temporary folder, plus factories for fresh topic
+names and clients (the Quix Streams pattern: uuid topics keep tests independent on one broker).
+
+Tests are marked by folder: tests/unit -> ``unit``, tests/integration -> ``integration``,
+tests/e2e -> ``e2e``, tests/docker -> ``docker`` (applied in ``pytest_collection_modifyitems``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from ballast.config import KafkaConfig
+
+FOLDER_MARKS = {"unit": "unit", "integration": "integration", "e2e": "e2e", "docker": "docker"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = Path(str(item.fspath)).parts
+        for folder, mark in FOLDER_MARKS.items():
+            if folder in parts and mark not in item.keywords:
+                item.add_marker(getattr(pytest.mark, mark))
+
+
+@pytest.fixture(scope="session")
+def kafka_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One real single-node KRaft broker for the whole session, stopped at the end."""
+    from ballast.localstack import start_stack, stop_stack
+
+    state_dir = tmp_path_factory.mktemp("stack")
+    state = start_stack(state_dir, brokers=1)
+    try:
+        yield state
+    finally:
+        stop_stack(state_dir)
+
+
+@pytest.fixture(scope="session")
+def bootstrap(kafka_stack) -> str:
+    return kafka_stack.bootstrap
+
+
+@pytest.fixture(scope="session")
+def kafka_config(bootstrap: str) -> KafkaConfig:
+    return KafkaConfig(bootstrap_servers=bootstrap, client_id="ballast-tests")
+
+
+@pytest.fixture(scope="session")
+def admin(kafka_config: KafkaConfig):
+    from ballast.clients import make_admin
+
+    return make_admin(kafka_config)
+
+
+@pytest.fixture
+def unique() -> Callable[[str], str]:
+    """Fresh names for topics, groups and prefixes: ``unique("t")`` -> ``t-1f3a…``."""
+    return lambda base: f"{base}-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def topic_factory(admin, unique) -> Callable[..., str]:
+    """Create a fresh topic and return its name."""
+    from ballast.topics import TopicSpec, ensure_topics
+
+    def make(base: str = "t", partitions: int = 1, config: dict[str, str] | None = None) -> str:
+        name = unique(base)
+        ensure_topics(admin, [TopicSpec("test", name, partitions, config or {})])
+        return name
+
+    return make
