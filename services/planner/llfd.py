@@ -17,6 +17,13 @@ Decisions where the paper is silent (each one is tested in tests/unit/planner):
   then ``h(k)`` (no table entry), then the lower worker id (determinism).
 * **No worker accepts the key** (every Adjust fails): place it on the least-loaded worker (same
   tie rule) and record it in ``unplaced``; the plan is then reported infeasible, never an error.
+* **A key heavier than the cap by itself** cannot fit anywhere. It is *isolated*: placed on the
+  worker with the least unmovable load (cold + already placed; ties prefer ``F(k)``, so the hot
+  key usually stays and its light neighbours move, which is cheaper); lighter residents of that
+  worker are evicted in R order until it carries at most ``c_k + theta_max * mean`` (plus any
+  unmovable load), skipping crumbs lighter than ``ISOLATE_CRUMB * mean``. Evicting every crumb
+  would cut the overload a little further but cost one table entry each (thousands at K = 1e6);
+  the crumb rule bounds an isolation to about 1000 evictions.
 * **Balance test** uses an absolute tolerance of ``1e-9 * total load`` so float noise in sums of
   10**6 costs does not flip a worker between balanced and overloaded.
 """
@@ -29,6 +36,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 _FIRST_CHUNK = 64
+# Isolating an over-cap key does not evict residents lighter than this fraction of the mean load:
+# each eviction costs a table entry, and a crumb relieves almost nothing. It also bounds one
+# isolation to at most (1 + theta_max) / ISOLATE_CRUMB evictions.
+ISOLATE_CRUMB = 1e-3
 
 
 @dataclass
@@ -84,9 +95,14 @@ def rebalance(
     assign = working.astype(np.int32, copy=True)
     loads = np.bincount(assign, weights=cost, minlength=n_workers) + cold_load
     limit = cap + tol
+    mean = (float(cost.sum()) + float(cold_load.sum())) / max(n_workers, 1)
+    slack = max(cap - mean, 0.0)
+    crumb = ISOLATE_CRUMB * mean
 
     # Group keys by worker, each group in R order: one stable radix sort instead of per-worker scans.
     owner_in_order = assign[order]
+    if n_workers < np.iinfo(np.int16).max:
+        owner_in_order = owner_in_order.astype(np.int16)  # numpy's stable sort is a radix sort here
     perm = np.argsort(owner_in_order, kind="stable")
     grouped = order[perm]
     bounds = np.searchsorted(owner_in_order[perm], np.arange(n_workers + 1))
@@ -148,8 +164,34 @@ def rebalance(
             placed_on = int(d)
             break
         if placed_on < 0:
-            placed_on = int(pref[0])
             unplaced.append(k)
+            if ck > limit:
+                # A key heavier than the cap on its own: isolate it. Pick the worker whose
+                # unmovable load (cold + already placed) is smallest, preferring F(k) then h(k),
+                # and evict every lighter resident so the overload is c_k alone.
+                fixed = loads - resident
+                placed_on = int(np.lexsort((worker_ids, worker_ids != hk, worker_ids != fk, fixed))[0])
+                seq = grouped[bounds[placed_on] : bounds[placed_on + 1]]
+                c = cost[seq]
+                evict = seq[(assign[seq] == placed_on) & (c < ck) & (c >= crumb) & (c > 0)]
+                # Evict in R order only until the worker is within the tolerance slack of c_k
+                # alone: evicting every crumb would bloat the table for no real gain.
+                excess = loads[placed_on] - (fixed[placed_on] + slack)
+                if evict.size and excess > 0:
+                    csum = np.cumsum(cost[evict])
+                    evict = evict[: int(np.searchsorted(csum, excess - tol, side="left")) + 1]
+                else:
+                    evict = evict[:0]
+                if evict.size:
+                    removed = float(cost[evict].sum())
+                    assign[evict] = -1
+                    loads[placed_on] -= removed
+                    resident[placed_on] -= removed
+                    evictions += evict.size
+                    for e in evict:
+                        heapq.heappush(heap, (-float(cost[e]), int(rank[e]), int(e)))
+            else:
+                placed_on = int(pref[0])
         assign[k] = placed_on
         loads[placed_on] += ck
     return PhaseResult(assign, loads, int(cand.size), evictions, unplaced)

@@ -138,3 +138,30 @@ def simulate(workload, planner: Planner, config: SimConfig) -> SimResult:
         iterations=out["iters"].astype(int),
         meta={"workload": getattr(workload, "name", type(workload).__name__)},
     )
+
+
+PLANNER_NAMES = ("Hash", "Simple", "LLFD", "MinTable", "MinMig", "Mixed", "AutoFlow", "PKG")
+
+
+def make_planner(name: str, config: SimConfig) -> Planner:
+    """Build a planner by name with the simulation's theta_max / A_max / beta."""
+    from ballast.planner.autoflow import AutoFlowPlanner
+    from ballast.planner.baselines import HashOnlyPlanner, SimplePlanner
+    from ballast.planner.heuristics import LLFDPlanner, MinMigPlanner, MinTablePlanner
+    from ballast.planner.mixed import MixedPlanner
+    from ballast.planner.pkg import PKGPlanner
+
+    th = config.theta_max
+    factories = {
+        "Hash": lambda: HashOnlyPlanner(th),
+        "Simple": lambda: SimplePlanner(th),
+        "LLFD": lambda: LLFDPlanner(th),
+        "MinTable": lambda: MinTablePlanner(th, a_max=config.a_max),
+        "MinMig": lambda: MinMigPlanner(th, config.beta, a_max=config.a_max),
+        "Mixed": lambda: MixedPlanner(th, config.a_max, config.beta),
+        "AutoFlow": lambda: AutoFlowPlanner(th),
+        "PKG": lambda: PKGPlanner(th),
+    }
+    if name not in factories:
+        raise ValueError(f"unknown planner {name!r}; choose from {PLANNER_NAMES}")
+    return factories[name]()
