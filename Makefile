@@ -25,7 +25,7 @@ test-integration: setup
 lint: setup
 	$(VENV)/bin/ruff check services spark_jobs tests bench
 
-bench: bench-codec bench-planner
+bench: bench-codec bench-planner bench-router
 
 bench-codec: setup
 	$(PY) bench/codec_bench.py $(ARGS)
@@ -35,3 +35,6 @@ bench-planner: setup
 
 clean-cache:
 	rm -rf $(CACHE) $(VENV)
+
+bench-router: setup
+	$(PY) bench/router/run.py $(ARGS)

@@ -211,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _service_commands() -> list:
     """Sub-commands contributed by services (router, controller, ...), when they are installed."""
     hooks = []
-    for module in ("ballast.router.cli", "ballast.controller.cli", "ballast.shedder.cli"):
+    for module in ("ballast.control_cli", "ballast.router.cli", "ballast.controller.cli", "ballast.shedder.cli"):
         try:
             mod = __import__(module, fromlist=["register"])
         except ModuleNotFoundError as exc:
