@@ -46,7 +46,9 @@ def _layout(args: argparse.Namespace):  # -> TopicLayout
     from ballast.topics import TopicLayout
 
     return TopicLayout(
-        prefix=args.prefix, workers=args.workers, input_partitions=args.input_partitions,
+        prefix=args.prefix,
+        workers=args.workers,
+        input_partitions=args.input_partitions,
     )
 
 
@@ -59,8 +61,12 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
     ports = [args.port + i for i in range(args.brokers)] if args.port else None
     with console.status(f"starting {args.brokers} broker(s){' and Connect' if args.connect else ''}…"):
         state = start_stack(
-            _state_dir(args), brokers=args.brokers, connect=args.connect, ports=ports,
-            connect_port=args.connect_port, timeout=args.timeout,
+            _state_dir(args),
+            brokers=args.brokers,
+            connect=args.connect,
+            ports=ports,
+            connect_port=args.connect_port,
+            timeout=args.timeout,
         )
     console.print(f"[green]stack up[/] bootstrap={state.bootstrap} state={state.state_dir}")
     if state.connect:
@@ -83,7 +89,9 @@ def cmd_stack_status(args: argparse.Namespace) -> int:
     for col in ("process", "address", "pid", "running", "log"):
         table.add_column(col)
     for n in status["nodes"]:  # type: ignore[union-attr]
-        table.add_row(f"broker {n['node_id']}", f"127.0.0.1:{n['port']}", str(n["pid"]), str(n["running"]), n["log"])
+        table.add_row(
+            f"broker {n['node_id']}", f"127.0.0.1:{n['port']}", str(n["pid"]), str(n["running"]), n["log"]
+        )
     if "connect" in status:
         c = status["connect"]
         table.add_row("connect", c["url"], str(c["pid"]), str(c["running"]), c["log"])  # type: ignore[index]
@@ -124,7 +132,9 @@ def cmd_topics_list(args: argparse.Namespace) -> int:
         table.add_column(col)
     for spec in _layout(args).specs().values():
         conf = ", ".join(f"{k}={v}" for k, v in spec.config.items())
-        table.add_row(spec.role, spec.name, str(spec.partitions), conf, spec.value_schema or "(raw)", spec.doc)
+        table.add_row(
+            spec.role, spec.name, str(spec.partitions), conf, spec.value_schema or "(raw)", spec.doc
+        )
     console.print(table)
     return 0
 
@@ -144,7 +154,9 @@ def cmd_connect_load(args: argparse.Namespace) -> int:
             console.print(f"[red]error:[/] {exc}")
             return 2
         if not state.connect:
-            console.print("[red]error:[/] the local stack has no Connect worker; run `ballast stack up --connect`")
+            console.print(
+                "[red]error:[/] the local stack has no Connect worker; run `ballast stack up --connect`"
+            )
             return 2
         url = state.connect.url
     topic = args.topic or _layout(args).name("input")
@@ -157,23 +169,41 @@ def cmd_connect_load(args: argparse.Namespace) -> int:
 
 
 def _add_layout_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--prefix", default=os.environ.get("BALLAST_TOPIC_PREFIX", "ballast"), help="topic name prefix")
-    p.add_argument("--workers", type=int, default=int(os.environ.get("BALLAST_WORKERS", "8")),
-                   help="logical workers = routed topic partitions (fixed once Spark has state)")
-    p.add_argument("--input-partitions", type=int, default=int(os.environ.get("BALLAST_INPUT_PARTITIONS", "4")))
+    p.add_argument(
+        "--prefix", default=os.environ.get("BALLAST_TOPIC_PREFIX", "ballast"), help="topic name prefix"
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=int(os.environ.get("BALLAST_WORKERS", "8")),
+        help="logical workers = routed topic partitions (fixed once Spark has state)",
+    )
+    p.add_argument(
+        "--input-partitions", type=int, default=int(os.environ.get("BALLAST_INPUT_PARTITIONS", "4"))
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ballast", description=__doc__.splitlines()[0])
-    parser.add_argument("--state-dir", help=f"local stack folder (env BALLAST_STATE_DIR, default {DEFAULT_STATE_DIR})")
+    parser.add_argument(
+        "--state-dir", help=f"local stack folder (env BALLAST_STATE_DIR, default {DEFAULT_STATE_DIR})"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    stack = sub.add_parser("stack", help="the embedded local Kafka stack").add_subparsers(dest="action", required=True)
+    stack = sub.add_parser("stack", help="the embedded local Kafka stack").add_subparsers(
+        dest="action", required=True
+    )
     up = stack.add_parser("up", help="format and start brokers (KRaft) and optionally Kafka Connect")
     up.add_argument("--brokers", type=int, choices=(1, 3), default=1)
-    up.add_argument("--connect", action="store_true", help="also start a Kafka Connect worker (distributed mode)")
-    up.add_argument("--port", type=int, default=None,
-                    help="first broker port (next brokers use port+1, port+2); default: free ports")
+    up.add_argument(
+        "--connect", action="store_true", help="also start a Kafka Connect worker (distributed mode)"
+    )
+    up.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help="first broker port (next brokers use port+1, port+2); default: free ports",
+    )
     up.add_argument("--connect-port", type=int, default=None, help="Connect REST port (default: a free port)")
     up.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the cluster")
     up.set_defaults(func=cmd_stack_up)
@@ -211,7 +241,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _service_commands() -> list:
     """Sub-commands contributed by services (router, controller, ...), when they are installed."""
     hooks = []
-    for module in ("ballast.control_cli", "ballast.router.cli", "ballast.controller.cli", "ballast.shedder.cli"):
+    for module in (
+        "ballast.control_cli",
+        "ballast.router.cli",
+        "ballast.controller.cli",
+        "ballast.shedder.cli",
+    ):
         try:
             mod = __import__(module, fromlist=["register"])
         except ModuleNotFoundError as exc:

@@ -235,9 +235,13 @@ class AvroCodec:
         if data is None:
             raise fail("truncated", "null value (tombstone), expected an Avro record")
         if len(data) < HEADER_LEN:
-            raise fail("truncated", f"{len(data)} bytes, shorter than the {HEADER_LEN}-byte single-object header")
+            raise fail(
+                "truncated", f"{len(data)} bytes, shorter than the {HEADER_LEN}-byte single-object header"
+            )
         if data[:2] != MAGIC:
-            raise fail("bad-magic", f"starts with {data[:2].hex()}, expected c301 (Avro single-object encoding)")
+            raise fail(
+                "bad-magic", f"starts with {data[:2].hex()}, expected c301 (Avro single-object encoding)"
+            )
         fingerprint = int.from_bytes(data[2:HEADER_LEN], "little")
         writer = self.store.by_fingerprint(fingerprint)
         if writer is None:
@@ -248,7 +252,9 @@ class AvroCodec:
         try:
             record = fastavro.schemaless_reader(body, writer.parsed, reader, return_record_name=True)
         except fastavro.read.SchemaResolutionError as exc:
-            raise fail("incompatible-schema", f"{writer.name} cannot be read as {self.schema.name}: {exc}") from exc
+            raise fail(
+                "incompatible-schema", f"{writer.name} cannot be read as {self.schema.name}: {exc}"
+            ) from exc
         except (EOFError, StopIteration) as exc:
             raise fail("truncated", f"body ends early ({len(data)} bytes): {exc!r}") from exc
         except Exception as exc:  # fastavro raises many types on garbage (ValueError, IndexError, ...)

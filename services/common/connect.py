@@ -53,7 +53,9 @@ def wait_for_connect(url: str, timeout: float = 180.0, log: str | None = None) -
 
 def file_source_config(file: str | Path, topic: str, name: str | None = None) -> tuple[str, dict[str, str]]:
     """Fill deploy/connect/file-source.json for one file and topic; returns (name, config)."""
-    rendered = Template(FILE_SOURCE_TEMPLATE.read_text()).substitute(file=str(Path(file).resolve()), topic=topic)
+    rendered = Template(FILE_SOURCE_TEMPLATE.read_text()).substitute(
+        file=str(Path(file).resolve()), topic=topic
+    )
     spec = json.loads(rendered)
     return name or spec["name"], spec["config"]
 

@@ -64,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task("producing", total=args.records)
-            produce_all(make_producer(cfg), topic, records(), on_progress=lambda n: progress.update(task, completed=n))
+            produce_all(
+                make_producer(cfg), topic, records(), on_progress=lambda n: progress.update(task, completed=n)
+            )
         produce_s = time.perf_counter() - t0
 
         consumer = make_consumer(cfg, f"ballast-demo-{time.time_ns()}")
@@ -80,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
         missing = sum((sent_digests - got).values())
         extra = sum((got - sent_digests).values())
 
-        table = Table(title=f"{topic}: {args.records:,} Avro records, Zipf z={args.zipf} over {args.keys:,} keys")
+        table = Table(
+            title=f"{topic}: {args.records:,} Avro records, Zipf z={args.zipf} over {args.keys:,} keys"
+        )
         table.add_column("partition")
         table.add_column("records", justify="right")
         table.add_column("share", justify="right")

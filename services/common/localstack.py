@@ -95,7 +95,9 @@ class StackState:
     def load(cls, state_dir: str | Path) -> StackState:
         path = Path(state_dir) / STATE_FILE
         if not path.exists():
-            raise StackError(f"no stack recorded in {state_dir} (nothing to do; start one with `ballast stack up`)")
+            raise StackError(
+                f"no stack recorded in {state_dir} (nothing to do; start one with `ballast stack up`)"
+            )
         raw = json.loads(path.read_text())
         nodes = [NodeState(**n) for n in raw.pop("nodes")]
         connect = raw.pop("connect")
@@ -257,11 +259,15 @@ def stop_node(state: StackState, node_id: int, hard: bool = False) -> None:
     state.save()
 
 
-def wait_for_cluster(bootstrap: str, brokers: int, timeout: float = 120.0, logs: list[str] | None = None) -> None:
+def wait_for_cluster(
+    bootstrap: str, brokers: int, timeout: float = 120.0, logs: list[str] | None = None
+) -> None:
     """Block until ``brokers`` brokers answer a metadata request (and a controller is elected)."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 2000, "log_level": 0})
+    admin = AdminClient(
+        {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 2000, "log_level": 0}
+    )
     deadline = time.monotonic() + timeout
     last_error = "no answer"
     while time.monotonic() < deadline:
@@ -390,7 +396,13 @@ def stack_status(state_dir: str | Path) -> dict[str, object]:
         "cluster_id": state.cluster_id,
         "bootstrap": state.bootstrap,
         "nodes": [
-            {"node_id": n.node_id, "port": n.port, "pid": n.pid, "running": pid_alive(n.pid, marker), "log": n.log}
+            {
+                "node_id": n.node_id,
+                "port": n.port,
+                "pid": n.pid,
+                "running": pid_alive(n.pid, marker),
+                "log": n.log,
+            }
             for n in state.nodes
         ],
     }

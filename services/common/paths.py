@@ -26,7 +26,9 @@ def jar_dir(name: str) -> Path:
     """Return ``.cache/jars/<name>`` or raise a clear error telling the user to run setup."""
     folder = JARS_DIR / name
     if not folder.is_dir() or not any(folder.glob("*.jar")):
-        raise MissingJarsError(f"no jars in {folder}: run `make setup` (resolves them with Maven from deploy/)")
+        raise MissingJarsError(
+            f"no jars in {folder}: run `make setup` (resolves them with Maven from deploy/)"
+        )
     return folder
 
 

@@ -12,7 +12,11 @@ from ballast.localstack import pid_alive
 
 def ballast(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ballast.cli", *args], capture_output=True, text=True, timeout=300, check=check,
+        [sys.executable, "-m", "ballast.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=check,
         env={**os.environ, "COLUMNS": "300"},  # rich wraps tables to the terminal width
     )
 
@@ -47,6 +51,12 @@ def test_stack_lifecycle_and_topics(tmp_path):
 
 def test_topics_list_prints_the_layout():
     out = ballast("topics", "list", "--workers", "5").stdout
-    for name in ("ballast.input", "ballast.routed", "ballast.control", "ballast.metrics", "ballast.output",
-                 "ballast.dead-letter"):
+    for name in (
+        "ballast.input",
+        "ballast.routed",
+        "ballast.control",
+        "ballast.metrics",
+        "ballast.output",
+        "ballast.dead-letter",
+    ):
         assert name in out

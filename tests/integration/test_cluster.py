@@ -24,7 +24,8 @@ def cluster(tmp_path_factory):
     # through the real CLI, as a user would
     subprocess.run(
         [sys.executable, "-m", "ballast.cli", "--state-dir", str(state_dir), "stack", "up", "--brokers", "3"],
-        check=True, timeout=300,
+        check=True,
+        timeout=300,
     )
     try:
         yield StackState.load(state_dir)
@@ -52,7 +53,9 @@ def test_three_brokers_survive_one_stopped(cluster, unique):
 
     topic = unique("replicated")
     ensure_topics(admin, [TopicSpec("test", topic, 6, {})])  # broker defaults: RF 3, min ISR 2
-    replicas = {p.id: len(p.replicas) for p in admin.list_topics(topic, timeout=10).topics[topic].partitions.values()}
+    replicas = {
+        p.id: len(p.replicas) for p in admin.list_topics(topic, timeout=10).topics[topic].partitions.values()
+    }
     assert set(replicas.values()) == {3}
 
     tracker = DeliveryTracker()

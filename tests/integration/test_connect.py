@@ -24,9 +24,22 @@ def test_file_source_loads_every_line(kafka_stack, kafka_config, topic_factory, 
         name = unique("file-source")
         # through the CLI, as the README tells users: it finds the worker in the stack's state folder
         subprocess.run(
-            [sys.executable, "-m", "ballast.cli", "--state-dir", state.state_dir, "connect", "load", str(SAMPLE),
-             "--topic", topic, "--name", name],
-            check=True, timeout=120,
+            [
+                sys.executable,
+                "-m",
+                "ballast.cli",
+                "--state-dir",
+                state.state_dir,
+                "connect",
+                "load",
+                str(SAMPLE),
+                "--topic",
+                topic,
+                "--name",
+                name,
+            ],
+            check=True,
+            timeout=120,
         )
         assert connector_status(cs.url, name)["connector"]["state"] == "RUNNING"
         lines = SAMPLE.read_text().splitlines()

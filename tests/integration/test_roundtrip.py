@@ -16,7 +16,9 @@ def test_100k_avro_records_round_trip(kafka_config, topic_factory, unique):
     topic = topic_factory("roundtrip", partitions=4)
     codec = AvroCodec("io.ballast.InputEvent")
     events = list(input_events(N, num_keys=5_000, z=1.0, seed=3))
-    sent = produce_all(make_producer(kafka_config), topic, ((e["key"].encode(), codec.encode(e)) for e in events))
+    sent = produce_all(
+        make_producer(kafka_config), topic, ((e["key"].encode(), codec.encode(e)) for e in events)
+    )
     assert sent == N
 
     consumer = make_consumer(kafka_config, unique("g"))

@@ -48,7 +48,9 @@ def test_spark_kafka_source_and_from_avro_decode_our_records(spark, bootstrap, k
         F.hex(header).alias("header"),
         F.col("key").cast("string").alias("kafka_key"),
         from_avro(body, schema_json, {"mode": "FAILFAST"}).alias("e"),
-    ).select("header", "kafka_key", "e.key", "e.value", "e.payload", F.col("e.event_time").cast("long").alias("t"))
+    ).select(
+        "header", "kafka_key", "e.key", "e.value", "e.payload", F.col("e.event_time").cast("long").alias("t")
+    )
     rows = decoded.collect()
 
     assert len(rows) == N

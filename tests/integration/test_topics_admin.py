@@ -36,9 +36,13 @@ def test_conflicting_partitions_and_config_are_refused(admin, unique):
 
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
-    res = ConfigResource("topic", f"{prefix}.control",
-                         incremental_configs=[ConfigEntry("retention.ms", "1000",
-                                                          incremental_operation=AlterConfigOpType.SET)])
+    res = ConfigResource(
+        "topic",
+        f"{prefix}.control",
+        incremental_configs=[
+            ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
     admin.incremental_alter_configs([res])[res].result()
     # config changes propagate asynchronously: wait until the broker reports the new value
     deadline = time.monotonic() + 30
@@ -47,5 +51,5 @@ def test_conflicting_partitions_and_config_are_refused(admin, unique):
         if next(iter(described.values())).result()["retention.ms"].value == "1000":
             break
         time.sleep(0.2)
-    with pytest.raises(TopicConflictError, match="retention.ms=1000"):
+    with pytest.raises(TopicConflictError, match=r"retention\.ms=1000"):
         ensure_topics(admin, TopicLayout(prefix=prefix, workers=4).specs())
