@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+
 from ballast.planner.interface import Plan, Timer, as_current
 from ballast.planner.llfd import PhaseResult, migration_priority, r_order, rebalance
 from ballast.planner.stats import KeyStats

@@ -83,12 +83,14 @@ def rebalance(
     cold_load: np.ndarray,
     cap: float,
     tol: float,
+    trace: list[tuple[float, np.ndarray]] | None = None,
 ) -> PhaseResult:
     """Phases II and III from the (possibly cleaned) ``working`` assignment.
 
     ``physical`` is ``F`` before planning (used only for tie-breaking towards "no move");
     ``order`` is criterion R as a permutation of key indices (used by both phases, as the paper's
-    MinMig/Mixed do; MinTable passes cost order).
+    MinMig/Mixed do; MinTable passes cost order). ``trace``, if given, receives
+    ``(c_k, costs of the keys evicted to place k)`` for every eviction (tests check Adjust's rule).
     """
     n_workers = cold_load.shape[0]
     n = cost.shape[0]
@@ -154,6 +156,8 @@ def rebalance(
             evict = _adjust(d, ck, need, grouped[bounds[d] : bounds[d + 1]], assign, cost)
             if evict is None:
                 continue
+            if trace is not None:
+                trace.append((ck, cost[evict].copy()))
             removed = float(cost[evict].sum())
             assign[evict] = -1
             loads[d] -= removed
@@ -183,6 +187,8 @@ def rebalance(
                 else:
                     evict = evict[:0]
                 if evict.size:
+                    if trace is not None:
+                        trace.append((ck, cost[evict].copy()))
                     removed = float(cost[evict].sum())
                     assign[evict] = -1
                     loads[placed_on] -= removed

@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+
 from ballast.planner.baselines import lpt_assign
 from ballast.planner.heuristics import finish, heavy_keys, run_trial, tolerance
 from ballast.planner.interface import Plan, Timer, as_current

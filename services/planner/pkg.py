@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+
 from ballast.planner.heuristics import tolerance
 from ballast.planner.interface import Plan, Timer, as_current
 from ballast.planner.stats import KeyStats

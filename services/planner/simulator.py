@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from ballast.planner.interface import Planner
 from ballast.planner.stats import KeyStats, WindowMemory, imbalance, max_min_ratio
 

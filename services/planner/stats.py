@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
+
 from ballast.planner.hashing import murmur2_array
 
 

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from ballast.planner.hashing import murmur2_array
 
 

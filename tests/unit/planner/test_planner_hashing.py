@@ -5,7 +5,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ballast.planner.hashing import kafka_partition, kafka_partition_array, murmur2, murmur2_array, to_positive
+from ballast.planner.hashing import (
+    kafka_partition,
+    kafka_partition_array,
+    murmur2,
+    murmur2_array,
+    to_positive,
+)
 
 pytestmark = pytest.mark.unit
 
