@@ -72,7 +72,7 @@ def pkg_loads(
 class PKGPlanner:
     theta_max: float = 0.08
     passes: int = 2
-    batch: int = 64
+    batch: int = 64  # keys per batch; grows to n // 2000 for big key sets (2000 steps per pass)
     name: str = "PKG"
 
     def realized_loads(self, stats: KeyStats, assign: np.ndarray) -> np.ndarray:
@@ -84,7 +84,8 @@ class PKGPlanner:
             raise ValueError("PKG needs hash_raw to derive its second choice")
         second = second_choice(stats.hash_raw, stats.home, stats.num_workers)
         return pkg_loads(
-            stats.cost, stats.home, second, stats.cold_load, passes=self.passes, batch=self.batch
+            stats.cost, stats.home, second, stats.cold_load, passes=self.passes,
+            batch=max(self.batch, stats.n // 2000),
         )
 
     def plan(self, stats: KeyStats, current: np.ndarray | Mapping) -> Plan:
