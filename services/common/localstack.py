@@ -121,8 +121,15 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def _new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, base64url without padding (Kafka's Uuid format)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id: 16 random bytes, base64url without padding (Kafka's Uuid format).
+
+    Like Kafka's ``Uuid.randomUuid``, never one starting with ``-``: command-line parsers (the
+    storage tool's among them) would take it for an option.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def pid_alive(pid: int | None, marker: str | None = None) -> bool:
@@ -215,7 +222,7 @@ def _format_storage(nodes: list[NodeState], cluster_id: str, cp: str) -> None:
     for node in nodes:
         if (Path(node.data_dir) / "meta.properties").exists():
             continue
-        args = ["format", "-t", cluster_id, "-c", node.config, "--ignore-formatted"]
+        args = ["format", f"--cluster-id={cluster_id}", "-c", node.config, "--ignore-formatted"]
         procs.append((node, _java("kafka.tools.StorageTool", args, cp, "256m", Path(node.log))))
     for node, proc in procs:
         if proc.wait(timeout=120) != 0:

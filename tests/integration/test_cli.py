@@ -11,14 +11,16 @@ from ballast.localstack import pid_alive
 
 
 def ballast(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-m", "ballast.cli", *args],
         capture_output=True,
         text=True,
         timeout=300,
-        check=check,
         env={**os.environ, "COLUMNS": "300"},  # rich wraps tables to the terminal width
     )
+    if check:
+        assert done.returncode == 0, f"ballast {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+    return done
 
 
 def test_stack_lifecycle_and_topics(tmp_path):

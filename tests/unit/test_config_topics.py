@@ -56,3 +56,10 @@ def test_find_conflicts_reports_each_difference():
 def test_topic_spec_rejects_zero_partitions():
     with pytest.raises(ValueError):
         TopicSpec("x", "x", 0)
+
+
+def test_cluster_ids_never_look_like_options():
+    from ballast.localstack import _new_cluster_id
+
+    ids = [_new_cluster_id() for _ in range(3000)]  # about 1 in 64 raw ids starts with "-"
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids)
