@@ -204,6 +204,10 @@ def main(argv: list[str] | None = None) -> int:
                              "over_cap_without_hot_key": int(over.sum()),
                              "wall_s": time.perf_counter() - t0})
                 progress.advance(task)
+                if not console.is_terminal:  # no live bar when piped: print status lines instead
+                    done = len(runs)
+                    print(f"[{done}/{len(cfgs) * len(planners)}] {name} {cfg} "
+                          f"{runs[-1]['wall_s']:.1f}s", flush=True)
         progress.update(task, description="speed points (acceptance 5)")
         speed = speed_points(3 if args.quick else 10)
         progress.update(task, description="routing lookups/s (acceptance 7)")
