@@ -1,0 +1,148 @@
+"""Input formats → (routing key, InputEvent body), or a typed error for the dead-letter topic.
+
+Why bodies: whatever the input format, the routed record carries an Avro InputEvent body (key,
+value, payload, event_time) spliced into a RoutedEnvelope (see :mod:`ballast.router.wire`), so
+workers read one format. Formats:
+
+* ``avro``   Ballast InputEvent in single-object encoding. The current schema version takes the
+  router's fast path (structural scan, no decode); older registered versions are decoded with
+  schema resolution and re-encoded.
+* ``json``   a JSON object (what Kafka Connect's JsonConverter writes with schemas.enable=false), or
+  the Connect envelope ``{"schema": ..., "payload": {...}}`` (schemas.enable=true). The key is
+  ``payload[key_field]``; ``value_field`` and ``time_field`` are optional (1.0 / record timestamp);
+  the payload bytes are the original JSON document, so workers can read any other field.
+* ``string`` UTF-8 text (StringConverter). The key is the Kafka key; with ``string_key="value"`` a
+  record without a Kafka key uses the text itself (word-count style).
+* ``auto``   per record: Avro magic ``C3 01`` → avro; ``{`` → json; otherwise string.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ballast.codec import HEADER_LEN, MAGIC, AvroCodec, DecodeError
+from ballast.router.wire import INPUT_HEADER, BodyError, encode_input_body, scan_input_body
+
+FORMATS = ("auto", "avro", "json", "string")
+
+
+class InputError(ValueError):
+    """A record the router cannot route; ``reason`` is the dead-letter header value."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class FormatOptions:
+    fmt: str = "auto"
+    key_field: str = "key"
+    value_field: str = "value"
+    time_field: str = "event_time"
+    string_key: str = "kafka"  # or "value"
+    max_record_bytes: int = 1_000_000
+
+    def __post_init__(self) -> None:
+        if self.fmt not in FORMATS:
+            raise ValueError(f"input format must be one of {FORMATS}, got {self.fmt!r}")
+        if self.string_key not in ("kafka", "value"):
+            raise ValueError("string_key must be 'kafka' or 'value'")
+
+
+class InputParser:
+    """The slow (general) path; the router's loop handles current-version Avro inline."""
+
+    def __init__(self, options: FormatOptions) -> None:
+        self.o = options
+        self.avro = AvroCodec("io.ballast.InputEvent")
+
+    def parse(self, value: bytes | None, kafka_key: bytes | None, timestamp_ms: int) -> tuple[bytes, bytes]:
+        """(key bytes, InputEvent body) for one record, or raise :class:`InputError`."""
+        o = self.o
+        if value is None:
+            raise InputError("null-value", "tombstone / null value")
+        if len(value) > o.max_record_bytes:
+            raise InputError("oversize", f"{len(value)} bytes > max {o.max_record_bytes}")
+        fmt = o.fmt
+        if fmt == "auto":
+            if value[:2] == MAGIC:
+                fmt = "avro"
+            elif value.lstrip()[:1] == b"{":
+                fmt = "json"
+            else:
+                fmt = "string"
+        if fmt == "avro":
+            return self._avro(value)
+        if fmt == "json":
+            return self._json(value, kafka_key, timestamp_ms)
+        return self._string(value, kafka_key, timestamp_ms)
+
+    def _avro(self, value: bytes) -> tuple[bytes, bytes]:
+        if value[:HEADER_LEN] == INPUT_HEADER:
+            try:
+                key = scan_input_body(value)
+            except BodyError as exc:
+                raise InputError(exc.reason, exc.detail) from None
+            return _check_key(key), value[HEADER_LEN:]
+        try:
+            rec = self.avro.decode(value)
+        except DecodeError as exc:
+            raise InputError(exc.reason, exc.detail) from None
+        key = rec["key"].encode()
+        return _check_key(key), encode_input_body(key, rec["value"], rec["payload"], rec["event_time"])
+
+    def _json(self, value: bytes, kafka_key: bytes | None, ts: int) -> tuple[bytes, bytes]:
+        try:
+            doc = json.loads(value)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InputError("bad-json", str(exc)[:200]) from None
+        if isinstance(doc, Mapping) and "payload" in doc and "schema" in doc:
+            doc = doc["payload"]  # Connect JsonConverter with schemas.enable=true
+        if isinstance(doc, str):
+            return self._string(doc.encode(), kafka_key, ts)
+        if not isinstance(doc, Mapping):
+            raise InputError("bad-json", f"expected an object, got {type(doc).__name__}")
+        o = self.o
+        raw_key = doc.get(o.key_field)
+        if raw_key is None or raw_key == "":
+            raise InputError("missing-key", f"field {o.key_field!r} absent or empty")
+        key = (raw_key if isinstance(raw_key, str) else json.dumps(raw_key, sort_keys=True)).encode()
+        val = _number(doc.get(o.value_field, 1.0), o.value_field)
+        et = doc.get(o.time_field, ts)
+        if not isinstance(et, int) or isinstance(et, bool):
+            raise InputError("bad-field", f"{o.time_field} must be integer ms, got {et!r}"[:200])
+        return key, encode_input_body(key, val, value, et)
+
+    def _string(self, value: bytes, kafka_key: bytes | None, ts: int) -> tuple[bytes, bytes]:
+        try:
+            text = value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError("malformed", f"not UTF-8: {exc}") from None
+        key = kafka_key
+        if not key and self.o.string_key == "value":
+            key = text.strip().encode()
+        if not key:
+            raise InputError("missing-key", "no Kafka key (and --string-key=kafka)")
+        _check_key(key)
+        return key, encode_input_body(key, 1.0, value, ts)
+
+
+def _check_key(key: bytes) -> bytes:
+    if not key:
+        raise InputError("missing-key", "empty key")
+    try:
+        key.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError("malformed", "key is not UTF-8") from None
+    return key
+
+
+def _number(x: Any, name: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        raise InputError("bad-field", f"{name} must be a number, got {x!r}"[:200])
+    return float(x)
