@@ -154,6 +154,8 @@ class Router:
         try:
             while not self._stopping:
                 self._step()
+            if self._assigned:
+                self._publish_stats()  # the last partial interval, in the final transaction
             self._commit()
         finally:
             self._close()
