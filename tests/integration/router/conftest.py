@@ -75,11 +75,7 @@ class RouterKit:
                            ((e["key"].encode(), self.codec.encode(e)) for e in events))
 
     def produce_raw(self, records: Iterable[tuple[bytes | None, bytes | None]]) -> None:
-        p = make_producer(self.kafka)
-        for key, value in records:
-            p.produce(self.input, value=value, key=key)
-            p.poll(0)
-        assert p.flush(60) == 0
+        produce_all(make_producer(self.kafka), self.input, iter(records))  # type: ignore[arg-type]
 
     def send_control(self, etype: str, body: dict[str, Any]) -> dict[str, Any]:
         if self.writer is None:
@@ -197,7 +193,7 @@ class RouterKit:
                 rec = {**body, "partition": p, "offset": m.offset()}
                 out.data.append(rec)
                 out.by_partition[p].append(("D", seq_of(body["payload"]), body["epoch"], body["router_id"],
-                                            m.offset()))
+                                            (body["source_partition"], body["source_offset"]), m.offset()))
         for p in out.by_partition:
             out.by_partition[p].sort(key=lambda t: t[-1])
         return out
@@ -232,7 +228,7 @@ class RouterKit:
                     assert epoch >= current.get(rid, -1), f"partition {p}: marker epochs go back for {rid}"
                     current[rid] = epoch
                 else:
-                    _, seq, epoch, rid, _ = item
+                    _, seq, epoch, rid, _, _ = item
                     assert rid in current, f"partition {p}: record {seq} before any marker of {rid}"
                     assert current[rid] == epoch, (
                         f"partition {p}: record {seq} has epoch {epoch} after marker {current[rid]} of {rid}")
@@ -243,14 +239,17 @@ class RouterKit:
                     continue
                 parts = {m["partition"] for m in routed.markers if m["router_id"] == rid and m["epoch"] == e}
                 assert parts == set(range(WORKERS)), f"router {rid}: epoch {e} markers only in {sorted(parts)}"
-        # per-key order within each partition
+        # per-key order within each partition: the input order (a key lives in one input partition)
         for p, items in routed.by_partition.items():
-            last_seq: dict[str, int] = {}
+            last: dict[str, tuple[int, int]] = {}
             for item in items:
                 if item[0] == "D":
                     key = events[item[1]]["key"]
-                    assert item[1] > last_seq.get(key, -1), f"partition {p}: key {key} out of order"
-                    last_seq[key] = item[1]
+                    src = item[4]
+                    if key in last:
+                        assert src[0] == last[key][0], f"key {key} came from two input partitions"
+                        assert src[1] > last[key][1], f"partition {p}: key {key} out of order"
+                    last[key] = src
 
 
 @pytest.fixture
