@@ -52,7 +52,7 @@ def build_event(args: argparse.Namespace, state) -> tuple[str, dict]:  # state: 
         return cl.table_snapshot(state)
     if args.scale is not None:
         return cl.scale(args.scale, args.reason)
-    (target, p), = _pairs([args.shed], float).items()
+    ((target, p),) = _pairs([args.shed], float).items()
     return cl.shedding(target, float(p), args.reason)  # type: ignore[arg-type]
 
 
@@ -61,8 +61,9 @@ def cmd_send(args: argparse.Namespace) -> int:
     from ballast.control_log import ControlLogWriter
 
     kafka = KafkaConfig(bootstrap_servers=resolve_bootstrap(args), client_id="ballast-control")
-    writer = ControlLogWriter(kafka, _topic(args), _initial(args, kafka), transactional_id=args.transactional_id,
-                              issuer=args.issuer)
+    writer = ControlLogWriter(
+        kafka, _topic(args), _initial(args, kafka), transactional_id=args.transactional_id, issuer=args.issuer
+    )
     try:
         etype, body = build_event(args, writer.current_state())
         event = writer.send(etype, body)
@@ -83,38 +84,67 @@ def cmd_show(args: argparse.Namespace) -> int:
     finally:
         reader.close()
     for e in events:
-        print(json.dumps({"epoch": e["epoch"], "type": e["type"], "issuer": e["issuer"], "payload": e["payload"][1]},
-                         default=repr))
+        print(
+            json.dumps(
+                {"epoch": e["epoch"], "type": e["type"], "issuer": e["issuer"], "payload": e["payload"][1]},
+                default=repr,
+            )
+        )
     s = reader.state
-    print(json.dumps({"epoch": s.epoch, "num_workers": s.num_workers, "table_size": len(s.table),
-                      "keep_probability": dict(s.keep_probability)}))
+    print(
+        json.dumps(
+            {
+                "epoch": s.epoch,
+                "num_workers": s.num_workers,
+                "table_size": len(s.table),
+                "keep_probability": dict(s.keep_probability),
+            }
+        )
+    )
     return 0
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap", help="bootstrap servers (env BALLAST_BOOTSTRAP_SERVERS)")
     p.add_argument("--prefix", default=os.environ.get("BALLAST_TOPIC_PREFIX", "ballast"))
-    p.add_argument("--control-topic", default=os.environ.get("BALLAST_CONTROL_TOPIC"),
-                   help="default <prefix>.control")
-    p.add_argument("--routed-topic", default=os.environ.get("BALLAST_ROUTED_TOPIC"),
-                   help="default <prefix>.routed (its partition count bounds worker ids)")
-    p.add_argument("--workers", type=int, default=int(os.environ.get("BALLAST_WORKERS", "0")),
-                   help="active workers at epoch 0 (default: routed topic partitions)")
+    p.add_argument(
+        "--control-topic", default=os.environ.get("BALLAST_CONTROL_TOPIC"), help="default <prefix>.control"
+    )
+    p.add_argument(
+        "--routed-topic",
+        default=os.environ.get("BALLAST_ROUTED_TOPIC"),
+        help="default <prefix>.routed (its partition count bounds worker ids)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=int(os.environ.get("BALLAST_WORKERS", "0")),
+        help="active workers at epoch 0 (default: routed topic partitions)",
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    control = subparsers.add_parser("control", help="the control log").add_subparsers(dest="action", required=True)
+    control = subparsers.add_parser("control", help="the control log").add_subparsers(
+        dest="action", required=True
+    )
     send = control.add_parser("send", help="append one control event with epoch = last + 1")
     _common(send)
-    send.add_argument("--assign", action="append", default=[], metavar="KEY=WORKER", help="ROUTING_UPDATE entry")
+    send.add_argument(
+        "--assign", action="append", default=[], metavar="KEY=WORKER", help="ROUTING_UPDATE entry"
+    )
     send.add_argument("--unassign", action="append", default=[], metavar="KEY", help="return KEY to the hash")
     send.add_argument("--snapshot", action="store_true", help="TABLE_SNAPSHOT of the current folded state")
     send.add_argument("--scale", type=int, default=None, metavar="N", help="SCALE to N active workers")
-    send.add_argument("--shed", default=None, metavar="TARGET=P", help="SHEDDING: keep-probability P for TARGET")
+    send.add_argument(
+        "--shed", default=None, metavar="TARGET=P", help="SHEDDING: keep-probability P for TARGET"
+    )
     send.add_argument("--reason", default="", help="free text stored in the event")
     send.add_argument("--issuer", default=os.environ.get("BALLAST_CONTROL_ISSUER", "ballast-control-cli"))
-    send.add_argument("--transactional-id", default=os.environ.get("BALLAST_CONTROL_TXN_ID", "ballast-control-writer"),
-                      help="fixed id: a second writer with the same id fences the first")
+    send.add_argument(
+        "--transactional-id",
+        default=os.environ.get("BALLAST_CONTROL_TXN_ID", "ballast-control-writer"),
+        help="fixed id: a second writer with the same id fences the first",
+    )
     send.set_defaults(func=cmd_send)
     show = control.add_parser("show", help="print the events and the folded state")
     _common(show)

@@ -77,7 +77,9 @@ class ControlState:
         if self.num_workers < 1:
             raise ControlLogError(f"num_workers must be >= 1, got {self.num_workers}")
         if self.max_workers is not None and self.num_workers > self.max_workers:
-            raise ControlLogError(f"num_workers {self.num_workers} exceeds the {self.max_workers} routed partitions")
+            raise ControlLogError(
+                f"num_workers {self.num_workers} exceeds the {self.max_workers} routed partitions"
+            )
 
     def keep_for(self, target: str) -> float:
         """Keep-probability of an input topic / job: its own setting, else ``*``, else 1.0."""
@@ -87,7 +89,9 @@ class ControlState:
 
 def _check_worker(state: ControlState, key: str, worker: int, num_workers: int) -> None:
     if not 0 <= worker < num_workers:
-        raise ControlLogError(f"epoch {state.epoch + 1}: key {key!r} -> worker {worker} outside 0..{num_workers - 1}")
+        raise ControlLogError(
+            f"epoch {state.epoch + 1}: key {key!r} -> worker {worker} outside 0..{num_workers - 1}"
+        )
 
 
 def apply_event(state: ControlState, event: Mapping[str, Any]) -> ControlState:
@@ -102,9 +106,11 @@ def apply_event(state: ControlState, event: Mapping[str, Any]) -> ControlState:
         if seen == digest:
             return state  # an identical re-send: idempotent
         raise ControlLogError(
-            f"duplicate epoch {epoch} with different content (state is at epoch {state.epoch}); refusing to guess"
+            f"duplicate epoch {epoch} with different content (state at {state.epoch}); refusing to guess"
         )
-    if epoch != state.epoch + 1 and not (not state.started and etype == "TABLE_SNAPSHOT" and epoch > state.epoch):
+    if epoch != state.epoch + 1 and not (
+        not state.started and etype == "TABLE_SNAPSHOT" and epoch > state.epoch
+    ):
         raise ControlLogError(f"gap in the control log: at epoch {state.epoch}, next event has epoch {epoch}")
     if etype not in CONTROL_TYPES:
         raise ControlLogError(f"epoch {epoch}: unknown control type {etype!r}")
@@ -128,7 +134,9 @@ def apply_event(state: ControlState, event: Mapping[str, Any]) -> ControlState:
         num_workers = int(body["num_workers"])
         bad = {k: w for k, w in table.items() if w >= num_workers}
         if bad:
-            raise ControlLogError(f"epoch {epoch}: SCALE to {num_workers} leaves table entries out of range: {bad}")
+            raise ControlLogError(
+                f"epoch {epoch}: SCALE to {num_workers} leaves table entries out of range: {bad}"
+            )
     elif etype == "SHEDDING":
         p = float(body["keep_probability"])
         if not 0.0 <= p <= 1.0:
@@ -136,12 +144,19 @@ def apply_event(state: ControlState, event: Mapping[str, Any]) -> ControlState:
         keep[str(body["target"])] = p
     # MIGRATION_STEP: an epoch of its own (workers act on it), no routing change for the router.
     if state.max_workers is not None and num_workers > state.max_workers:
-        raise ControlLogError(f"epoch {epoch}: {num_workers} workers exceed the {state.max_workers} routed partitions")
+        raise ControlLogError(
+            f"epoch {epoch}: {num_workers} workers exceed the {state.max_workers} routed partitions"
+        )
     digests = dict(state.digests)
     digests[epoch] = digest
     return replace(
-        state, epoch=epoch, num_workers=num_workers, table=table, keep_probability=keep,
-        digests=digests, started=True,
+        state,
+        epoch=epoch,
+        num_workers=num_workers,
+        table=table,
+        keep_probability=keep,
+        digests=digests,
+        started=True,
     )
 
 
@@ -154,8 +169,13 @@ def fold(state: ControlState, events: Iterable[Mapping[str, Any]]) -> ControlSta
 # --- building events ---------------------------------------------------------------------------------
 
 
-def make_event(epoch: int, etype: str, body: Mapping[str, Any], issuer: str = "ballast-control-cli",
-               issued_at: int | None = None) -> dict[str, Any]:
+def make_event(
+    epoch: int,
+    etype: str,
+    body: Mapping[str, Any],
+    issuer: str = "ballast-control-cli",
+    issued_at: int | None = None,
+) -> dict[str, Any]:
     """A ControlEvent dict ready for the codec (payload in fastavro's tuple notation)."""
     if etype not in PAYLOAD_RECORD:
         raise ValueError(f"unknown control type {etype!r}")
@@ -168,14 +188,22 @@ def make_event(epoch: int, etype: str, body: Mapping[str, Any], issuer: str = "b
     }
 
 
-def routing_update(assign: Mapping[str, int], unassign: Iterable[str] = (), reason: str = "") -> tuple[str, dict]:
-    return "ROUTING_UPDATE", {"assign": {k: int(w) for k, w in assign.items()}, "unassign": list(unassign),
-                              "reason": reason}
+def routing_update(
+    assign: Mapping[str, int], unassign: Iterable[str] = (), reason: str = ""
+) -> tuple[str, dict]:
+    return "ROUTING_UPDATE", {
+        "assign": {k: int(w) for k, w in assign.items()},
+        "unassign": list(unassign),
+        "reason": reason,
+    }
 
 
 def table_snapshot(state: ControlState) -> tuple[str, dict]:
-    return "TABLE_SNAPSHOT", {"num_workers": state.num_workers, "table": dict(state.table),
-                              "keep_probability": dict(state.keep_probability)}
+    return "TABLE_SNAPSHOT", {
+        "num_workers": state.num_workers,
+        "table": dict(state.table),
+        "keep_probability": dict(state.keep_probability),
+    }
 
 
 def scale(num_workers: int, reason: str = "") -> tuple[str, dict]:
@@ -205,9 +233,12 @@ class ControlLogReader:
         self.codec = AvroCodec(CONTROL_SCHEMA)
         self._tp = TopicPartition(topic, 0, start_offset)
         self._last_offset = start_offset - 1
-        self.consumer = Consumer(kafka.consumer(
-            f"ballast-control-reader-{id(self):x}", **{"isolation.level": "read_committed",
-                                                       "fetch.wait.max.ms": 50}))
+        self.consumer = Consumer(
+            kafka.consumer(
+                f"ballast-control-reader-{id(self):x}",
+                **{"isolation.level": "read_committed", "fetch.wait.max.ms": 50},
+            )
+        )
         self.consumer.assign([self._tp])
 
     def _fold_messages(self, msgs: list) -> list[dict[str, Any]]:
@@ -238,8 +269,9 @@ class ControlLogReader:
         """Fold everything committed up to now (the last stable offset when called)."""
         from confluent_kafka import TopicPartition
 
-        _low, high = self.consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=timeout,
-                                                         cached=False)
+        _low, high = self.consumer.get_watermark_offsets(
+            TopicPartition(self.topic, 0), timeout=timeout, cached=False
+        )
         events: list[dict[str, Any]] = []
         deadline = time.monotonic() + timeout
         while True:
@@ -247,7 +279,9 @@ class ControlLogReader:
             if high <= 0 or position >= high:
                 break
             if time.monotonic() > deadline:
-                raise ControlLogError(f"control topic {self.topic}: could not read to offset {high} in {timeout}s")
+                raise ControlLogError(
+                    f"control topic {self.topic}: could not read to offset {high} in {timeout}s"
+                )
             events += self.poll(timeout=0.2)
         return events
 
@@ -258,8 +292,14 @@ class ControlLogReader:
 class ControlLogWriter:
     """Appends events with dense epochs; a fixed ``transactional.id`` fences any second writer."""
 
-    def __init__(self, kafka: KafkaConfig, topic: str, initial: ControlState,
-                 transactional_id: str = DEFAULT_WRITER_TXN_ID, issuer: str = "ballast-control-cli") -> None:
+    def __init__(
+        self,
+        kafka: KafkaConfig,
+        topic: str,
+        initial: ControlState,
+        transactional_id: str = DEFAULT_WRITER_TXN_ID,
+        issuer: str = "ballast-control-cli",
+    ) -> None:
         from confluent_kafka import Producer
 
         self.kafka = kafka

@@ -20,10 +20,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ballast.cli import resolve_bootstrap
     from ballast.router.router import Router
 
-    logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     cfg = RouterConfig.from_args(args)
-    kafka = KafkaConfig(bootstrap_servers=resolve_bootstrap(args), client_id=f"ballast-router-{cfg.router_id}")
+    kafka = KafkaConfig(
+        bootstrap_servers=resolve_bootstrap(args), client_id=f"ballast-router-{cfg.router_id}"
+    )
     router = Router(cfg, kafka)
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -38,7 +43,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    router = subparsers.add_parser("router", help="the router service").add_subparsers(dest="action", required=True)
+    router = subparsers.add_parser("router", help="the router service").add_subparsers(
+        dest="action", required=True
+    )
     run = router.add_parser("run", help="route the input topic(s) to the routed topic until SIGTERM")
     run.add_argument("--bootstrap", help="bootstrap servers (env BALLAST_BOOTSTRAP_SERVERS)")
     run.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))

@@ -54,8 +54,14 @@ from ballast.router.wire import (
 
 log = logging.getLogger("ballast.router")
 
-DLQ_HEADERS = ("ballast.error.reason", "ballast.error.detail", "ballast.source.topic",
-               "ballast.source.partition", "ballast.source.offset", "ballast.router.id")
+DLQ_HEADERS = (
+    "ballast.error.reason",
+    "ballast.error.detail",
+    "ballast.source.topic",
+    "ballast.source.partition",
+    "ballast.source.offset",
+    "ballast.router.id",
+)
 
 
 class RouterError(RuntimeError):
@@ -136,13 +142,19 @@ class Router:
         if cfg.exactly_once:
             # fences a zombie with the same id and aborts its open transaction
             self.producer.init_transactions(60)
-        cconf: dict[str, object] = {"client.id": f"{cfg.router_id}-consumer",
-                                    "session.timeout.ms": cfg.session_timeout_ms}
+        cconf: dict[str, object] = {
+            "client.id": f"{cfg.router_id}-consumer",
+            "session.timeout.ms": cfg.session_timeout_ms,
+        }
         if cfg.static_membership:
             cconf["group.instance.id"] = cfg.router_id
         self.consumer = Consumer(self.kafka.consumer(cfg.group_id, **cconf))
-        self.consumer.subscribe(list(cfg.input_topics), on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                on_lost=self._on_lost)
+        self.consumer.subscribe(
+            list(cfg.input_topics),
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
         self.stats = IntervalStats(self.n_routed, cfg.heavy_hitter_capacity, cfg.heavy_hitters_top, now_ms())
         self._next_stats = time.monotonic() + cfg.stats_interval_s
         self._pending_markers = [self.state.epoch]
@@ -210,8 +222,11 @@ class Router:
         rid = self.cfg.router_id
         for epoch in self._pending_markers:
             for w in range(self.n_routed):
-                self._produce(lambda e=epoch, w=w: produce(self.cfg.routed_topic, epoch_marker(e, rid, w, t),
-                                                           partition=w))
+                self._produce(
+                    lambda e=epoch, w=w: produce(
+                        self.cfg.routed_topic, epoch_marker(e, rid, w, t), partition=w
+                    )
+                )
         n = len(self._pending_markers) * self.n_routed
         self.totals.markers += n
         self.metrics.markers.labels(rid).inc(n)
@@ -245,7 +260,8 @@ class Router:
                     positions = self._positions()
                     if positions:
                         self.producer.send_offsets_to_transaction(
-                            positions, self.consumer.consumer_group_metadata(), 30)
+                            positions, self.consumer.consumer_group_metadata(), 30
+                        )
                     self.producer.commit_transaction(60)
                     break
                 except KafkaException as exc:
@@ -289,8 +305,9 @@ class Router:
         assignment = self.consumer.assignment()
         if assignment:
             for tp in self.consumer.committed(assignment, timeout=30):
-                self.consumer.seek(TopicPartition(tp.topic, tp.partition,
-                                                  tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+                self.consumer.seek(
+                    TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
+                )
         self._pending_markers = [self.state.epoch]
 
     # --- rebalances -------------------------------------------------------------------------------
@@ -416,8 +433,12 @@ class Router:
             if p is None:
                 p = self._route_miss(key)
                 if p < 0:
-                    self._dead_letter(m, "missing-key" if p == -2 else "malformed",
-                                      "empty key" if p == -2 else "key is not UTF-8", dead_reasons)
+                    self._dead_letter(
+                        m,
+                        "missing-key" if p == -2 else "malformed",
+                        "empty key" if p == -2 else "key is not UTF-8",
+                        dead_reasons,
+                    )
                     dead += 1
                     continue
             if shed_active:
@@ -495,4 +516,6 @@ class Router:
             self._ensure_txn()
         record = self.stats.snapshot(cfg.router_id, self.state.epoch, now_ms())
         value = self.metrics_codec.encode(record)
-        self._produce(lambda: self.producer.produce(cfg.metrics_topic, value=value, key=cfg.router_id.encode()))
+        self._produce(
+            lambda: self.producer.produce(cfg.metrics_topic, value=value, key=cfg.router_id.encode())
+        )

@@ -30,8 +30,15 @@ class IntervalStats:
         self.dead_lettered = 0
         self.sketch.reset()
 
-    def add_batch(self, worker_records: list[int], worker_bytes: list[int], keys: list[bytes],
-                  offered: int, kept: int, dead: int) -> None:
+    def add_batch(
+        self,
+        worker_records: list[int],
+        worker_bytes: list[int],
+        keys: list[bytes],
+        offered: int,
+        kept: int,
+        dead: int,
+    ) -> None:
         for i, (n, b) in enumerate(zip(worker_records, worker_bytes, strict=True)):
             self.worker_records[i] += n
             self.worker_bytes[i] += b
@@ -51,16 +58,19 @@ class IntervalStats:
             "source": source,
             "interval_start": self.start_ms,
             "interval_end": now_ms,
-            "body": ("io.ballast.RouterKeyStats", {
-                "epoch": epoch,
-                "worker_records": list(self.worker_records),
-                "worker_bytes": list(self.worker_bytes),
-                "offered_records": self.offered,
-                "kept_records": self.kept,
-                "dead_lettered": self.dead_lettered,
-                "heavy_hitters": hh,
-                "sketch_capacity": self.sketch.capacity,
-            }),
+            "body": (
+                "io.ballast.RouterKeyStats",
+                {
+                    "epoch": epoch,
+                    "worker_records": list(self.worker_records),
+                    "worker_bytes": list(self.worker_bytes),
+                    "offered_records": self.offered,
+                    "kept_records": self.kept,
+                    "dead_lettered": self.dead_lettered,
+                    "heavy_hitters": hh,
+                    "sketch_capacity": self.sketch.capacity,
+                },
+            ),
         }
         self.start_ms = now_ms
         self._reset()

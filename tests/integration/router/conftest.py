@@ -71,16 +71,18 @@ class RouterKit:
     # --- input and control ------------------------------------------------------------------------
 
     def produce_events(self, events: Iterable[dict[str, Any]]) -> int:
-        return produce_all(make_producer(self.kafka), self.input,
-                           ((e["key"].encode(), self.codec.encode(e)) for e in events))
+        return produce_all(
+            make_producer(self.kafka), self.input, ((e["key"].encode(), self.codec.encode(e)) for e in events)
+        )
 
     def produce_raw(self, records: Iterable[tuple[bytes | None, bytes | None]]) -> None:
         produce_all(make_producer(self.kafka), self.input, iter(records))  # type: ignore[arg-type]
 
     def send_control(self, etype: str, body: dict[str, Any]) -> dict[str, Any]:
         if self.writer is None:
-            self.writer = ControlLogWriter(self.kafka, self.layout.name("control"), self.states[0],
-                                           transactional_id=f"{self.prefix}-ctl")
+            self.writer = ControlLogWriter(
+                self.kafka, self.layout.name("control"), self.states[0], transactional_id=f"{self.prefix}-ctl"
+            )
         event = self.writer.send(etype, body)
         last = max(self.states)
         self.states[event["epoch"]] = apply_event(self.states[last], event)
@@ -89,8 +91,13 @@ class RouterKit:
     # --- routers ----------------------------------------------------------------------------------
 
     def config(self, router_id: str = "r1", **kw: Any) -> RouterConfig:
-        base = dict(router_id=router_id, prefix=self.prefix, group_id=self.group, stats_interval_s=1.0,
-                    commit_interval_ms=200)
+        base = dict(
+            router_id=router_id,
+            prefix=self.prefix,
+            group_id=self.group,
+            stats_interval_s=1.0,
+            commit_interval_ms=200,
+        )
         base.update(kw)
         return RouterConfig(**base)
 
@@ -112,9 +119,26 @@ class RouterKit:
         return router
 
     def start_process(self, router_id: str = "r1", *extra: str) -> subprocess.Popen:
-        cmd = [sys.executable, "-m", "ballast.router", "--bootstrap", self.kafka.bootstrap_servers,
-               "--router-id", router_id, "--prefix", self.prefix, "--group-id", self.group,
-               "--commit-interval-ms", "200", "--stats-interval-s", "1", "--log-level", "warning", *extra]
+        cmd = [
+            sys.executable,
+            "-m",
+            "ballast.router",
+            "--bootstrap",
+            self.kafka.bootstrap_servers,
+            "--router-id",
+            router_id,
+            "--prefix",
+            self.prefix,
+            "--group-id",
+            self.group,
+            "--commit-interval-ms",
+            "200",
+            "--stats-interval-s",
+            "1",
+            "--log-level",
+            "warning",
+            *extra,
+        ]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
         self.procs.append(proc)
         return proc
@@ -158,8 +182,9 @@ class RouterKit:
 
     # --- reading results --------------------------------------------------------------------------
 
-    def read_topic(self, topic: str, partitions: int, min_records: int, idle: float = 3.0,
-                   timeout: float = 180.0) -> list[Any]:
+    def read_topic(
+        self, topic: str, partitions: int, min_records: int, idle: float = 3.0, timeout: float = 180.0
+    ) -> list[Any]:
         c = Consumer(self.kafka.consumer(f"reader-{uuid.uuid4().hex[:8]}"))
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         got: list[Any] = []
@@ -192,8 +217,16 @@ class RouterKit:
                 assert branch == "io.ballast.DataRecord", branch
                 rec = {**body, "partition": p, "offset": m.offset()}
                 out.data.append(rec)
-                out.by_partition[p].append(("D", seq_of(body["payload"]), body["epoch"], body["router_id"],
-                                            (body["source_partition"], body["source_offset"]), m.offset()))
+                out.by_partition[p].append(
+                    (
+                        "D",
+                        seq_of(body["payload"]),
+                        body["epoch"],
+                        body["router_id"],
+                        (body["source_partition"], body["source_offset"]),
+                        m.offset(),
+                    )
+                )
         for p in out.by_partition:
             out.by_partition[p].sort(key=lambda t: t[-1])
         return out
@@ -213,10 +246,15 @@ class RouterKit:
         for rec in routed.data:
             ev = events[seq_of(rec["payload"])]
             assert (rec["key"], rec["value"], rec["payload"], rec["event_time"]) == (
-                ev["key"], ev["value"], ev["payload"], ev["event_time"])
+                ev["key"],
+                ev["value"],
+                ev["payload"],
+                ev["event_time"],
+            )
             state = self.states[rec["epoch"]]
             assert rec["partition"] == route(state, rec["key"]), (
-                f"key {rec['key']} epoch {rec['epoch']} in partition {rec['partition']}")
+                f"key {rec['key']} epoch {rec['epoch']} in partition {rec['partition']}"
+            )
             assert rec["router_id"] in routers
             assert rec["source_topic"] == self.input
         # markers: every record follows, in its partition, the marker of its own epoch from its router
@@ -231,14 +269,17 @@ class RouterKit:
                     _, seq, epoch, rid, _, _ = item
                     assert rid in current, f"partition {p}: record {seq} before any marker of {rid}"
                     assert current[rid] == epoch, (
-                        f"partition {p}: record {seq} has epoch {epoch} after marker {current[rid]} of {rid}")
+                        f"partition {p}: record {seq} has epoch {epoch} after marker {current[rid]} of {rid}"
+                    )
         # markers of every applied epoch in every partition, from every router
         for rid in routers:
             for e in self.states:
                 if e == 0:
                     continue
                 parts = {m["partition"] for m in routed.markers if m["router_id"] == rid and m["epoch"] == e}
-                assert parts == set(range(WORKERS)), f"router {rid}: epoch {e} markers only in {sorted(parts)}"
+                assert parts == set(range(WORKERS)), (
+                    f"router {rid}: epoch {e} markers only in {sorted(parts)}"
+                )
         # per-key order within each partition: the input order (a key lives in one input partition)
         for p, items in routed.by_partition.items():
             last: dict[str, tuple[int, int]] = {}

@@ -36,7 +36,7 @@ def test_kill9_and_restart_keeps_exactly_once(kit):
     assign = {k: (route(kit.states[0], k) + 1) % WORKERS for k in hot}
     kit.wait_committed(N // 2)
     kit.send_control("ROUTING_UPDATE", {"assign": assign, "unassign": [], "reason": "after restart"})
-    kit.produce_events(events[N // 2:])
+    kit.produce_events(events[N // 2 :])
     kit.wait_committed(N)
     second.send_signal(signal.SIGTERM)
     out, err = second.communicate(timeout=60)

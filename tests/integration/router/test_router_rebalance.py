@@ -21,7 +21,7 @@ def test_two_routers_with_a_rebalance(kit):
 
     def feed() -> None:
         for i in range(0, N, CHUNK):
-            kit.produce_events(events[i:i + CHUNK])
+            kit.produce_events(events[i : i + CHUNK])
             produced[0] = i + CHUNK
             time.sleep(0.3)
 
@@ -37,8 +37,14 @@ def test_two_routers_with_a_rebalance(kit):
         assert time.monotonic() < deadline, "second router never got a partition"
         time.sleep(0.05)
     rebalanced_at = produced[0]
-    kit.send_control("ROUTING_UPDATE", {"assign": {e["key"]: (route(kit.states[0], e["key"]) + 3) % WORKERS
-                                                   for e in events[:50]}, "unassign": [], "reason": "t4"})
+    kit.send_control(
+        "ROUTING_UPDATE",
+        {
+            "assign": {e["key"]: (route(kit.states[0], e["key"]) + 3) % WORKERS for e in events[:50]},
+            "unassign": [],
+            "reason": "t4",
+        },
+    )
     feeder.join(180)
     kit.wait_committed(N)
     ta, tb = a.totals, b.totals

@@ -34,7 +34,7 @@ def test_routing_update_mid_stream_exactly_once(kit):
     while router.state.epoch < 1:
         assert time.monotonic() < deadline, "router did not apply epoch 1"
         time.sleep(0.05)
-    kit.produce_events(events[N // 2:])
+    kit.produce_events(events[N // 2 :])
     kit.wait_committed(N)
     scrape = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     kit.stop_all()
