@@ -1,0 +1,297 @@
+"""``make bench-router``: the router vs a bare confluent-kafka consume→produce loop, both delivery modes.
+
+Starts its own broker (free ports, temp folder), preloads N records of 100-byte payloads with Zipf
+keys into a 4-partition input topic, then runs, one after the other over the same input: bare ALO,
+router ALO, bare EOS, router EOS (fresh consumer group and output topic each). Throughput is records
+over the time from the first consumed record to the last input offset processed. Latency is the
+routed record's LogAppendTime minus the input record's CreateTime on a 1 % sample; since the input is
+preloaded it measures how long a record waited in the backlog plus routing, not steady-state latency.
+Writes bench/results/router.json and router.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from ballast.clients import make_admin, produce_all
+from ballast.codec import AvroCodec
+from ballast.config import KafkaConfig
+from ballast.localstack import start_stack, stop_stack
+from ballast.router.config import RouterConfig
+from ballast.router.router import Router
+from ballast.router.wire import INPUT_HEADER, encode_input_body
+from ballast.topics import TopicLayout, TopicSpec, ensure_topics
+from ballast.workload import key_name, zipf_key_ids
+
+ROOT = Path(__file__).resolve().parents[2]
+BATCH = 10_000
+COMMIT_MS = 500
+
+
+def log(msg: str) -> None:
+    print(f"[bench-router {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def preload(kafka: KafkaConfig, topic: str, n: int, keys: int) -> None:
+    ids = zipf_key_ids(n, keys, 1.0, seed=42)
+    names = [key_name(i).encode() for i in range(keys)]
+    filler = bytes(range(92))
+
+    def gen():
+        for i in range(n):
+            k = names[ids[i]]
+            yield (
+                k,
+                INPUT_HEADER
+                + encode_input_body(k, 1.0, i.to_bytes(8, "big") + filler, 1_767_225_600_000 + i),
+            )
+
+    produce_all(
+        Producer(kafka.producer()),
+        topic,
+        gen(),
+        on_progress=lambda s: s % 200_000 == 0 and log(f"preloaded {s}"),
+    )
+
+
+def committed(kafka: KafkaConfig, group: str, topic: str, parts: int) -> int:
+    c = Consumer(kafka.consumer(group))
+    try:
+        return sum(
+            max(tp.offset, 0) for tp in c.committed([TopicPartition(topic, p) for p in range(parts)], 10)
+        )
+    except Exception:
+        return -1
+    finally:
+        c.close()
+
+
+def bare(kafka: KafkaConfig, src: str, dst: str, n: int, eos: bool) -> float:
+    """The reference loop: consume(batch) → produce(value) per record, same client settings."""
+    group = f"bare-{uuid.uuid4().hex[:8]}"
+    cons = Consumer(kafka.consumer(group))
+    extra = {"transactional.id": f"bare-{group}"} if eos else {}
+    prod = Producer(kafka.producer(**extra))
+    if eos:
+        prod.init_transactions(30)
+    cons.subscribe([src])
+    seen = 0
+    t0 = None
+    in_txn = False
+    last_commit = time.monotonic()
+    while seen < n:
+        msgs = cons.consume(BATCH, 0.1)
+        if not msgs:
+            continue
+        if t0 is None:
+            t0 = time.perf_counter()
+        if eos and not in_txn:
+            prod.begin_transaction()
+            in_txn = True
+        for m in msgs:
+            if m.error():
+                continue
+            try:
+                prod.produce(dst, m.value(), m.key())
+            except BufferError:
+                prod.poll(0.05)
+                prod.produce(dst, m.value(), m.key())
+            seen += 1
+        prod.poll(0)
+        if time.monotonic() - last_commit >= COMMIT_MS / 1000 or seen >= n:
+            last_commit = time.monotonic()
+            pos = [tp for tp in cons.position(cons.assignment()) if tp.offset >= 0]
+            if eos:
+                prod.send_offsets_to_transaction(pos, cons.consumer_group_metadata())
+                prod.commit_transaction()
+                in_txn = False
+            else:
+                prod.flush()
+                cons.commit(offsets=pos, asynchronous=False)
+    prod.flush()
+    elapsed = time.perf_counter() - (t0 or time.perf_counter())
+    cons.close()
+    return n / elapsed
+
+
+def routed_run(kafka: KafkaConfig, prefix: str, layout: TopicLayout, n: int, eos: bool) -> float:
+    group = f"router-{uuid.uuid4().hex[:8]}"
+    cfg = RouterConfig(
+        router_id="bench",
+        prefix=prefix,
+        group_id=group,
+        exactly_once=eos,
+        batch_size=BATCH,
+        commit_interval_ms=COMMIT_MS,
+        routed_topic=layout.name("routed") + ("-eos" if eos else ""),
+    )
+    router = Router(cfg, kafka)
+    th = threading.Thread(target=router.run, daemon=True)
+    th.start()
+    while router.totals.offered == 0:
+        time.sleep(0.005)
+    t0 = time.perf_counter()
+    while router.totals.offered < n:
+        time.sleep(0.005)
+    # the last records must be out too: wait for the commit covering them
+    while committed(kafka, group, layout.name("input"), layout.input_partitions) < n:
+        time.sleep(0.05)
+    elapsed = time.perf_counter() - t0
+    router.stop()
+    th.join(60)
+    return n / elapsed
+
+
+def latency(kafka: KafkaConfig, src: str, dst: str, parts: int, envelope: bool) -> dict[str, float]:
+    """p50/p99 of (routed LogAppendTime − input CreateTime), 1 % sample matched by sequence number."""
+
+    def read(topic: str, np_: int, key_of) -> dict[int, int]:
+        c = Consumer(kafka.consumer(f"lat-{uuid.uuid4().hex[:8]}"))
+        c.assign([TopicPartition(topic, p, 0) for p in range(np_)])
+        out: dict[int, int] = {}
+        idle = time.monotonic()
+        while time.monotonic() - idle < 3:
+            msgs = c.consume(10_000, 0.5)
+            if msgs:
+                idle = time.monotonic()
+            for m in msgs:
+                if m.error() is None:
+                    seq = key_of(m.value())
+                    if seq is not None and seq % 100 == 0:
+                        out[seq] = m.timestamp()[1]
+        c.close()
+        return out
+
+    codec = AvroCodec("io.ballast.RoutedEnvelope")
+
+    def seq_routed(v: bytes):
+        if not envelope:
+            return _seq_of_input(v)
+        branch, body = codec.decode(v)["body"]
+        return int.from_bytes(body["payload"][:8], "big") if branch == "io.ballast.DataRecord" else None
+
+    t_in = read(src, 4, _seq_of_input)
+    t_out = read(dst, parts, seq_routed)
+    lat = np.array([t_out[s] - t_in[s] for s in t_out if s in t_in], dtype=np.float64)
+    return {
+        "p50_ms": float(np.percentile(lat, 50)),
+        "p99_ms": float(np.percentile(lat, 99)),
+        "samples": len(lat),
+    }
+
+
+def _seq_of_input(v: bytes) -> int:
+    # InputEvent body: key (1-byte len + key), double, payload (2-byte len), seq = first 8 payload bytes
+    klen = v[10] >> 1
+    i = 11 + klen + 8 + 2
+    return int.from_bytes(v[i : i + 8], "big")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--keys", type=int, default=100_000)
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "router.json"))
+    args = ap.parse_args(argv)
+    n = args.records
+    state_dir = Path(tempfile.mkdtemp(prefix="ballast-bench-router-"))
+    log(f"starting a broker in {state_dir}")
+    stack = start_stack(state_dir, brokers=1)
+    try:
+        kafka = KafkaConfig(bootstrap_servers=stack.bootstrap, client_id="bench-router")
+        admin = make_admin(kafka)
+        prefix = "bench"
+        layout = TopicLayout(prefix=prefix, workers=8, input_partitions=4)
+        specs = layout.specs()
+        append = {"message.timestamp.type": "LogAppendTime"}
+        extra = [
+            TopicSpec("routed", f"{specs['routed'].name}-eos", 8, append),
+            TopicSpec("x", "bench.bare-alo", 8, append),
+            TopicSpec("x", "bench.bare-eos", 8, append),
+        ]
+        specs["routed"] = TopicSpec("routed", specs["routed"].name, 8, append)
+        ensure_topics(admin, [*specs.values(), *extra])
+        src = layout.name("input")
+        log(f"preloading {n} records, {args.keys} Zipf(1.0) keys, 100-byte payloads")
+        preload(kafka, src, n, args.keys)
+        results: dict[str, dict] = {}
+        for mode, eos in (("at_least_once", False), ("exactly_once", True)):
+            log(f"{mode}: bare loop")
+            b = bare(kafka, src, f"bench.bare-{'eos' if eos else 'alo'}", n, eos)
+            log(f"{mode}: bare {b:,.0f} rec/s; router")
+            r = routed_run(kafka, prefix, layout, n, eos)
+            log(f"{mode}: router {r:,.0f} rec/s (ratio {r / b:.2f}); measuring latency")
+            lat_r = latency(kafka, src, layout.name("routed") + ("-eos" if eos else ""), 8, True)
+            lat_b = latency(kafka, src, f"bench.bare-{'eos' if eos else 'alo'}", 8, False)
+            results[mode] = {
+                "bare_records_per_s": round(b),
+                "router_records_per_s": round(r),
+                "ratio_router_over_bare": round(r / b, 3),
+                "router_latency_ms": lat_r,
+                "bare_latency_ms": lat_b,
+            }
+        report = {
+            "records": n,
+            "keys": args.keys,
+            "zipf_z": 1.0,
+            "payload_bytes": 100,
+            "batch_size": BATCH,
+            "commit_interval_ms": COMMIT_MS,
+            "input_partitions": 4,
+            "routed_partitions": 8,
+            "latency_note": "input preloaded: latency includes time waiting in the backlog",
+            "targets": {"at_least_once": 0.7, "exactly_once": 0.5},
+            "results": results,
+        }
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2) + "\n")
+        plot(results, out.with_suffix(".png"))
+        print()
+        print(
+            f"{'mode':<16}{'bare rec/s':>14}{'router rec/s':>14}{'ratio':>8}{'target':>8}"
+            f"{'p50 ms':>10}{'p99 ms':>10}"
+        )
+        for mode, r in results.items():
+            print(
+                f"{mode:<16}{r['bare_records_per_s']:>14,}{r['router_records_per_s']:>14,}"
+                f"{r['ratio_router_over_bare']:>8.2f}{report['targets'][mode]:>8.2f}"
+                f"{r['router_latency_ms']['p50_ms']:>10.0f}{r['router_latency_ms']['p99_ms']:>10.0f}"
+            )
+        log(f"wrote {out}")
+    finally:
+        stop_stack(state_dir, purge=True)
+    return 0
+
+
+def plot(results: dict[str, dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    modes = list(results)
+    x = np.arange(len(modes))
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.bar(x - 0.2, [results[m]["bare_records_per_s"] for m in modes], 0.4, label="bare loop")
+    ax.bar(x + 0.2, [results[m]["router_records_per_s"] for m in modes], 0.4, label="router")
+    ax.set_xticks(x, modes)
+    ax.set_ylabel("records/s")
+    ax.set_title("Router vs bare consume→produce")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
