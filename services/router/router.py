@@ -11,6 +11,11 @@ Structure (decisions in docs/router.md):
   KIP-447). An abortable error aborts and rewinds the consumer to the committed offsets.
 * At-least-once: no transactions; every commit interval the producer is flushed, then offsets are
   committed synchronously. A crash replays at most one interval.
+* Offsets: the router commits the offsets of what it has *processed*, tracked per partition, not
+  ``consumer.position()``. A rebalance callback runs inside ``consume()``, when librdkafka may
+  already have advanced the position past records that sit in the batch being built; committing
+  the position there would skip them. The same table drops records at offsets below the next one
+  to process (a re-fetch after a rebalance or an abort) and records of partitions no longer owned.
 * Start and restart: the first transaction of every run re-writes the current epoch's markers
   (a "restart marker"), so a worker always knows the epoch of the records that follow, whichever
   instance wrote them. Markers are idempotent per (router_id, epoch).
@@ -77,6 +82,7 @@ class RouterTotals:
     shed: int = 0
     dead_lettered: int = 0
     markers: int = 0
+    refetched: int = 0  # records seen again after a rebalance/rewind (already processed), skipped
     transactions: int = 0
     aborts: int = 0
     epochs_applied: list[int] = field(default_factory=list)
@@ -104,7 +110,8 @@ class Router:
         self._suffixes: dict[tuple[str, int], bytes] = {}
         self._pending_markers: list[int] = []
         self._assigned: set[tuple[str, int]] = set()
-        self._rebalanced = False
+        # next offset to process per owned input partition (-1: no committed offset yet)
+        self._next_offset: dict[tuple[str, int], int] = {}
         self._rng = random.Random(cfg.shed_seed or None)
         self.ready = False  # True once the control log is folded and the consumer subscribed
         self.state: ControlState
@@ -245,10 +252,8 @@ class Router:
             self._write_markers()
 
     def _positions(self) -> list[TopicPartition]:
-        assignment = self.consumer.assignment()
-        if not assignment:
-            return []
-        return [tp for tp in self.consumer.position(assignment) if tp.offset >= 0]
+        """Offsets to commit: the next offset to process of every owned partition."""
+        return [TopicPartition(t, p, off) for (t, p), off in self._next_offset.items() if off >= 0]
 
     def _commit(self) -> None:
         """End the interval: commit the transaction (EOS) or flush and commit offsets (ALO)."""
@@ -308,28 +313,34 @@ class Router:
                 self.consumer.seek(
                     TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
                 )
+                self._next_offset[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else -1
         self._pending_markers = [self.state.epoch]
 
     # --- rebalances -------------------------------------------------------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._assigned |= {(tp.topic, tp.partition) for tp in partitions}
-        self._rebalanced = True
+        # fetching resumes at the committed offsets: records below them were processed already
+        for tp in consumer.committed(partitions, timeout=30):
+            self._next_offset[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else -1
         log.info("router %s: assigned %s", self.cfg.router_id, sorted(self._assigned))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # finish the interval while this generation still owns the partitions: the next owner
         # starts exactly at the committed positions
         self._commit()
-        self._assigned -= {(tp.topic, tp.partition) for tp in partitions}
-        self._rebalanced = True
+        self._forget(partitions)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if self._in_txn:
             self.producer.abort_transaction(60)
             self._in_txn = False
-        self._assigned -= {(tp.topic, tp.partition) for tp in partitions}
-        self._rebalanced = True
+        self._forget(partitions)
+
+    def _forget(self, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self._assigned.discard((tp.topic, tp.partition))
+            self._next_offset.pop((tp.topic, tp.partition), None)
 
     # --- the loop ---------------------------------------------------------------------------------
 
@@ -337,10 +348,6 @@ class Router:
         cfg = self.cfg
         self._poll_control()
         msgs = self.consumer.consume(cfg.batch_size, timeout=cfg.poll_timeout_ms / 1000)
-        if self._rebalanced:
-            self._rebalanced = False
-            assigned = self._assigned
-            msgs = [m for m in msgs if m.error() is not None or (m.topic(), m.partition()) in assigned]
         if msgs:
             t0 = time.perf_counter()
             self._ensure_txn()
@@ -406,12 +413,24 @@ class Router:
         wb = [0] * n_routed
         keys: list[bytes] = []
         kappend = keys.append
-        offered = shed = dead = 0
+        offered = shed = dead = refetched = 0
         dead_reasons: dict[str, int] = {}
+        next_offset = self._next_offset
+        nget = next_offset.get
         for m in msgs:
             if m.error() is not None:
                 self._consumer_error(m)
                 continue
+            t = m.topic()
+            sp = m.partition()
+            tp = (t, sp)
+            off = m.offset()
+            nxt = nget(tp)
+            if nxt is None or off < nxt:
+                # partition revoked during consume(), or a re-fetch of an offset already processed
+                refetched += 1
+                continue
+            next_offset[tp] = off + 1
             offered += 1
             v = m.value()
             if fast and v is not None and v.startswith(hdr) and len(v) <= max_bytes:
@@ -446,12 +465,10 @@ class Router:
                 if keep < 1.0 and self._rng.random() >= keep:
                     shed += 1
                     continue
-            t = m.topic()
-            sp = m.partition()
-            sfx = sget((t, sp))
+            sfx = sget(tp)
             if sfx is None:
                 sfx = self._suffix(t, sp)
-            out = pre + body + sfx + encode_offset(m.offset())
+            out = pre + body + sfx + encode_offset(off)
             try:
                 produce(routed, out, key, partition=p)
             except BufferError:
@@ -466,6 +483,7 @@ class Router:
         tot.routed += kept
         tot.shed += shed
         tot.dead_lettered += dead
+        tot.refetched += refetched
         self.stats.add_batch(wc, wb, keys, offered, kept, dead)
         mt = self.metrics
         rid = self.cfg.router_id
