@@ -137,14 +137,14 @@ def encode_offset(offset: int) -> bytes:
     hi = z >> 14
     h = _HI_CACHE.get(hi)
     if h is None:
-        h = _uvarint(hi)
+        h = uvarint(hi)
         if len(_HI_CACHE) > 4096:
             _HI_CACHE.clear()
         _HI_CACHE[hi] = h
-    return _LOW14[z & 0x3FFF] + h
+    return LOW14[z & 0x3FFF] + h
 
 
-def _uvarint(z: int) -> bytes:
+def uvarint(z: int) -> bytes:
     out = bytearray()
     while z >= 0x80:
         out.append((z & 0x7F) | 0x80)
@@ -153,7 +153,7 @@ def _uvarint(z: int) -> bytes:
     return bytes(out)
 
 
-_LOW14 = [bytes(((z & 0x7F) | 0x80, ((z >> 7) & 0x7F) | 0x80)) for z in range(1 << 14)]
+LOW14 = [bytes(((z & 0x7F) | 0x80, ((z >> 7) & 0x7F) | 0x80)) for z in range(1 << 14)]
 _HI_CACHE: dict[int, bytes] = {}
 
 
