@@ -42,13 +42,7 @@ def zigzag(n: int) -> bytes:
     """Avro ``long``/``int``: zigzag then base-128 varint, least significant group first."""
     if 0 <= n < 64:
         return _SMALL[n]
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
+    return uvarint((n << 1) ^ (n >> 63))
 
 
 def avro_string(s: str | bytes) -> bytes:
@@ -145,6 +139,7 @@ def encode_offset(offset: int) -> bytes:
 
 
 def uvarint(z: int) -> bytes:
+    """Unsigned base-128 varint (the second half of an Avro long, after zigzag)."""
     out = bytearray()
     while z >= 0x80:
         out.append((z & 0x7F) | 0x80)
