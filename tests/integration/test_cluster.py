@@ -53,10 +53,14 @@ def test_three_brokers_survive_one_stopped(cluster, unique):
 
     topic = unique("replicated")
     ensure_topics(admin, [TopicSpec("test", topic, 6, {})])  # broker defaults: RF 3, min ISR 2
-    replicas = {
-        p.id: len(p.replicas) for p in admin.list_topics(topic, timeout=10).topics[topic].partitions.values()
-    }
-    assert set(replicas.values()) == {3}
+    # metadata reaches the three brokers at slightly different times: ask until all 6 partitions show
+    deadline = time.monotonic() + 30
+    replicas: dict[int, int] = {}
+    while len(replicas) < 6 and time.monotonic() < deadline:
+        partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+        replicas = {p.id: len(p.replicas) for p in partitions.values()}
+        time.sleep(0.2)
+    assert len(replicas) == 6 and set(replicas.values()) == {3}, replicas
 
     tracker = DeliveryTracker()
     producer = Producer(cfg.producer(acks="all", **{"message.timeout.ms": 120_000}))
@@ -68,7 +72,9 @@ def test_three_brokers_survive_one_stopped(cluster, unique):
     assert producer.flush(120) == 0
     tracker.raise_if_failed()
     assert tracker.delivered == 2 * PER_PHASE
-    time.sleep(1)
+    deadline = time.monotonic() + 30  # the stopped broker leaves the metadata once it is fenced
+    while sorted(admin.list_topics(timeout=10).brokers) != [1, 3] and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert sorted(admin.list_topics(timeout=10).brokers) == [1, 3]
 
     consumer = make_consumer(cfg, unique("g"))
