@@ -127,11 +127,18 @@ class Router:
         """Ask the loop to finish the open transaction and close (safe from a signal handler)."""
         self._stopping = True
 
-    def _partitions(self, topic: str) -> int:
-        meta = make_admin(self.kafka).list_topics(topic, timeout=30).topics.get(topic)
-        if meta is None or meta.error is not None or not meta.partitions:
-            raise RouterError(f"topic {topic} does not exist (run `ballast topics create`)")
-        return len(meta.partitions)
+    def _partitions(self, topic: str, timeout: float = 15.0) -> int:
+        """Partition count of ``topic``; waits briefly, as a just-created topic can be listed
+        without partitions until its metadata reaches the broker that answers."""
+        admin = make_admin(self.kafka)
+        deadline = time.monotonic() + timeout
+        while True:
+            meta = admin.list_topics(topic, timeout=30).topics.get(topic)
+            if meta is not None and meta.error is None and meta.partitions:
+                return len(meta.partitions)
+            if time.monotonic() > deadline:
+                raise RouterError(f"topic {topic} does not exist (run `ballast topics create`)")
+            time.sleep(0.2)
 
     def _setup(self) -> None:
         cfg = self.cfg
