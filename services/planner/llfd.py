@@ -140,6 +140,19 @@ def rebalance(
     unplaced: list[int] = []
     max_evictions = n  # hard guard; the argument in the module docstring says it is never hit
 
+    def evict_from(d: int, evict: np.ndarray, ck: float) -> int:
+        """Take ``evict`` off worker d and back onto the heap, for a key of cost ck (Adjust's
+        exchange and hot-key isolation share it); returns how many keys were evicted."""
+        if trace is not None:
+            trace.append((ck, cost[evict].copy()))
+        removed = float(cost[evict].sum())
+        assign[evict] = -1
+        loads[d] -= removed
+        resident[d] -= removed
+        for e in evict:
+            heapq.heappush(heap, (-float(cost[e]), int(rank[e]), int(e)))
+        return int(evict.size)
+
     while heap:
         negc, _, k = heapq.heappop(heap)
         ck = -negc
@@ -156,15 +169,7 @@ def rebalance(
             evict = _adjust(d, ck, need, grouped[bounds[d] : bounds[d + 1]], assign, cost)
             if evict is None:
                 continue
-            if trace is not None:
-                trace.append((ck, cost[evict].copy()))
-            removed = float(cost[evict].sum())
-            assign[evict] = -1
-            loads[d] -= removed
-            resident[d] -= removed
-            evictions += evict.size
-            for e in evict:
-                heapq.heappush(heap, (-float(cost[e]), int(rank[e]), int(e)))
+            evictions += evict_from(int(d), evict, ck)
             placed_on = int(d)
             break
         if placed_on < 0:
@@ -187,15 +192,7 @@ def rebalance(
                 else:
                     evict = evict[:0]
                 if evict.size:
-                    if trace is not None:
-                        trace.append((ck, cost[evict].copy()))
-                    removed = float(cost[evict].sum())
-                    assign[evict] = -1
-                    loads[placed_on] -= removed
-                    resident[placed_on] -= removed
-                    evictions += evict.size
-                    for e in evict:
-                        heapq.heappush(heap, (-float(cost[e]), int(rank[e]), int(e)))
+                    evictions += evict_from(placed_on, evict, ck)
             else:
                 placed_on = int(pref[0])
         assign[k] = placed_on
