@@ -215,11 +215,6 @@ class AvroCodec:
             raise EncodeError(f"record does not fit {self.schema.name}: {exc}") from exc
         return buf.getvalue()
 
-    def writer_schema_of(self, data: bytes) -> SchemaVersion | None:
-        if len(data) < HEADER_LEN or data[:2] != MAGIC:
-            return None
-        return self.store.by_fingerprint(int.from_bytes(data[2:HEADER_LEN], "little"))
-
     def decode(
         self,
         data: bytes | None,

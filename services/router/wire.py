@@ -50,10 +50,6 @@ def avro_string(s: str | bytes) -> bytes:
     return zigzag(len(raw)) + raw
 
 
-def avro_double(x: float) -> bytes:
-    return _DOUBLE.pack(x)
-
-
 def read_long(buf: bytes, i: int) -> tuple[int, int]:
     """Decode a zigzag varint at ``i``; returns (value, next index). IndexError when truncated."""
     b = buf[i]
@@ -123,21 +119,6 @@ def scan_input_body(v: bytes) -> bytes:
 _VARINT_TAIL = re.compile(rb"[\x80-\xff]{0,9}[\x00-\x7f]", re.DOTALL).fullmatch
 
 
-def encode_offset(offset: int) -> bytes:
-    """:func:`zigzag` for a non-negative offset, with the low 14 bits from a table (hot path)."""
-    z = offset << 1
-    if z < 0x4000 or offset < 0:
-        return zigzag(offset)
-    hi = z >> 14
-    h = _HI_CACHE.get(hi)
-    if h is None:
-        h = uvarint(hi)
-        if len(_HI_CACHE) > 4096:
-            _HI_CACHE.clear()
-        _HI_CACHE[hi] = h
-    return LOW14[z & 0x3FFF] + h
-
-
 def uvarint(z: int) -> bytes:
     """Unsigned base-128 varint (the second half of an Avro long, after zigzag)."""
     out = bytearray()
@@ -148,8 +129,8 @@ def uvarint(z: int) -> bytes:
     return bytes(out)
 
 
+# low 14 bits of a varint of at least 3 bytes, both with the continuation bit (router hot path)
 LOW14 = [bytes(((z & 0x7F) | 0x80, ((z >> 7) & 0x7F) | 0x80)) for z in range(1 << 14)]
-_HI_CACHE: dict[int, bytes] = {}
 
 
 def encode_input_body(key: str | bytes, value: float, payload: bytes, event_time: int) -> bytes:

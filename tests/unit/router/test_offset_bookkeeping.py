@@ -82,3 +82,13 @@ def test_revoked_partition_is_forgotten_and_not_committed():
     router._route_batch([_msg(0, 1)])  # arrives after the revoke: not ours any more
     assert [(tp.partition, tp.offset) for tp in router._positions()] == [(2, 11)]
     assert _routed_offsets(router) == [0, 10]
+
+
+def test_large_source_offsets_are_encoded_like_avro():
+    """The hot path builds the offset varint from a table plus cached high bits; fastavro must agree."""
+    router = _router()
+    offsets = [8191, 8192, 16_383, 16_384, 2_097_151, 2_097_152, 123_456_789, 2**40]
+    for off in offsets:
+        router._next_offset[("in", 0)] = off
+        router._route_batch([_msg(0, off)])
+    assert _routed_offsets(router) == offsets

@@ -28,7 +28,7 @@ def test_spliced_envelope_equals_fastavro(key, payload, et):
     v = IN.encode({"key": key, "value": 2.5, "payload": payload, "event_time": et})
     assert wire.scan_input_body(v) == key.encode()
     for offset in (0, 63, 64, 8192, 123_456_789, 2**40):
-        env = wire.DATA_PREFIX + v[10:] + wire.data_suffix(3, "r", "topic", 2) + wire.encode_offset(offset)
+        env = wire.DATA_PREFIX + v[10:] + wire.data_suffix(3, "r", "topic", 2) + wire.zigzag(offset)
         branch, rec = ENV.decode(env)["body"]
         assert branch == "io.ballast.DataRecord"
         assert rec == {
