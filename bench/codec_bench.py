@@ -23,7 +23,7 @@ import fastavro
 from rich.console import Console
 from rich.table import Table
 
-from ballast.codec import HEADER_LEN, AvroCodec, _strip_logical_types
+from ballast.avro.codec import HEADER_LEN, AvroCodec, _strip_logical_types
 from ballast.workload import input_events
 
 RESULTS = Path(__file__).resolve().parent / "results"

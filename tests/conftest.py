@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ballast.config import KafkaConfig
+from ballast.kafka.config import KafkaConfig
 
 FOLDER_MARKS = {"unit": "unit", "integration": "integration", "e2e": "e2e", "docker": "docker"}
 
@@ -30,7 +30,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def kafka_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """One real single-node KRaft broker for the whole session, stopped at the end."""
-    from ballast.localstack import start_stack, stop_stack
+    from ballast.devstack.stack import start_stack, stop_stack
 
     state_dir = tmp_path_factory.mktemp("stack")
     state = start_stack(state_dir, brokers=1)
@@ -52,7 +52,7 @@ def kafka_config(bootstrap: str) -> KafkaConfig:
 
 @pytest.fixture(scope="session")
 def admin(kafka_config: KafkaConfig):
-    from ballast.clients import make_admin
+    from ballast.kafka.clients import make_admin
 
     return make_admin(kafka_config)
 
@@ -66,7 +66,7 @@ def unique() -> Callable[[str], str]:
 @pytest.fixture
 def topic_factory(admin, unique) -> Callable[..., str]:
     """Create a fresh topic and return its name."""
-    from ballast.topics import TopicSpec, ensure_topics
+    from ballast.kafka.topics import TopicSpec, ensure_topics
 
     def make(base: str = "t", partitions: int = 1, config: dict[str, str] | None = None) -> str:
         name = unique(base)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ballast.planner.hashing import kafka_partition
-from ballast.planner.routing import RoutingTable
+from ballast.routing.murmur2 import kafka_partition
+from ballast.routing.table import RoutingTable
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 

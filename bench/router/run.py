@@ -23,15 +23,15 @@ from pathlib import Path
 import numpy as np
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from ballast.clients import make_admin, produce_all
-from ballast.codec import AvroCodec
-from ballast.config import KafkaConfig
-from ballast.localstack import start_stack, stop_stack
-from ballast.router.config import RouterConfig
-from ballast.router.router import Router
-from ballast.router.wire import INPUT_HEADER, encode_input_body
-from ballast.topics import TopicLayout, TopicSpec, ensure_topics
+from ballast.avro.codec import AvroCodec
+from ballast.avro.wire import INPUT_HEADER, encode_input_body
+from ballast.devstack.stack import start_stack, stop_stack
+from ballast.kafka.clients import make_admin, produce_all
+from ballast.kafka.config import KafkaConfig
+from ballast.kafka.topics import TopicLayout, TopicSpec, ensure_topics
 from ballast.workload import key_name, zipf_key_ids
+from services.router.config import RouterConfig
+from services.router.router import Router
 
 ROOT = Path(__file__).resolve().parents[2]
 BATCH = 10_000

@@ -1,4 +1,4 @@
-"""``python -m ballast.router [flags]`` = ``ballast router run [flags]`` (used by the kill -9 test)."""
+"""``python -m services.router [flags]`` = ``ballast router run [flags]`` (used by the kill -9 test)."""
 
 from __future__ import annotations
 

@@ -12,13 +12,13 @@ import logging
 import signal
 import sys
 
-from ballast.config import KafkaConfig
-from ballast.router.config import RouterConfig
+from ballast.kafka.config import KafkaConfig
+from services.router.config import RouterConfig
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ballast.cli import resolve_bootstrap
-    from ballast.router.router import Router
+    from services.router.router import Router
 
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()),
@@ -32,7 +32,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     router = Router(cfg, kafka)
 
     def on_signal(signum: int, _frame: object) -> None:
-        logging.getLogger("ballast.router").info("signal %d: finishing the open transaction", signum)
+        logging.getLogger("services.router").info("signal %d: finishing the open transaction", signum)
         router.stop()
 
     signal.signal(signal.SIGTERM, on_signal)

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ballast.router.input_formats import FORMATS, FormatOptions
+from services.router.input_formats import FORMATS, FormatOptions
 
 
 @dataclass(frozen=True)

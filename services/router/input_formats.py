@@ -1,7 +1,7 @@
 """Input formats → (routing key, InputEvent body), or a typed error for the dead-letter topic.
 
 Why bodies: whatever the input format, the routed record carries an Avro InputEvent body (key,
-value, payload, event_time) spliced into a RoutedEnvelope (see :mod:`ballast.router.wire`), so
+value, payload, event_time) spliced into a RoutedEnvelope (see :mod:`ballast.avro.wire`), so
 workers read one format. Formats:
 
 * ``avro``   Ballast InputEvent in single-object encoding. The current schema version takes the
@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ballast.codec import HEADER_LEN, MAGIC, AvroCodec, DecodeError
-from ballast.router.wire import INPUT_HEADER, BodyError, encode_input_body, scan_input_body
+from ballast.avro.codec import HEADER_LEN, MAGIC, AvroCodec, DecodeError
+from ballast.avro.wire import INPUT_HEADER, BodyError, encode_input_body, scan_input_body
 
 FORMATS = ("auto", "avro", "json", "string")
 

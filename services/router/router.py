@@ -38,16 +38,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from ballast.clients import make_admin
-from ballast.codec import AvroCodec
-from ballast.config import KafkaConfig
-from ballast.control_log import ControlLogReader, ControlState
-from ballast.planner.hashing import murmur2
-from ballast.router.config import RouterConfig
-from ballast.router.input_formats import InputError, InputParser
-from ballast.router.metrics_http import RouterMetrics
-from ballast.router.stats import IntervalStats
-from ballast.router.wire import (
+from ballast.avro.codec import AvroCodec
+from ballast.avro.wire import (
     DATA_PREFIX,
     INPUT_HEADER,
     LOW14,
@@ -58,8 +50,16 @@ from ballast.router.wire import (
     uvarint,
     zigzag,
 )
+from ballast.control.log import ControlLogReader, ControlState
+from ballast.kafka.clients import make_admin
+from ballast.kafka.config import KafkaConfig
+from ballast.routing.murmur2 import murmur2
+from services.router.config import RouterConfig
+from services.router.input_formats import InputError, InputParser
+from services.router.metrics_http import RouterMetrics
+from services.router.stats import IntervalStats
 
-log = logging.getLogger("ballast.router")
+log = logging.getLogger("services.router")
 
 DLQ_HEADERS = (
     "ballast.error.reason",
@@ -67,7 +67,7 @@ DLQ_HEADERS = (
     "ballast.source.topic",
     "ballast.source.partition",
     "ballast.source.offset",
-    "ballast.router.id",
+    "services.router.id",
 )
 
 
@@ -537,7 +537,7 @@ class Router:
             ("ballast.source.topic", m.topic().encode()),
             ("ballast.source.partition", str(m.partition()).encode()),
             ("ballast.source.offset", str(m.offset()).encode()),
-            ("ballast.router.id", self.cfg.router_id.encode()),
+            ("services.router.id", self.cfg.router_id.encode()),
         ]
         value, key = m.value(), m.key()
         topic = self.cfg.dead_letter_topic

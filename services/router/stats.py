@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ballast.router.heavy_hitters import HeavyHitters
+from services.router.heavy_hitters import HeavyHitters
 
 
 class IntervalStats:

@@ -9,13 +9,13 @@ import re
 import subprocess
 import sys
 
-from ballast.localstack import StackState, pid_alive
+from ballast.devstack.stack import StackState, pid_alive
 
 
 def test_demo_routes_exactly_once_and_rebalances(tmp_path):
     state = tmp_path / "demo-stack"
     out = subprocess.run(
-        [sys.executable, "-m", "ballast.demo", "--records", "40000", "--state-dir", str(state)],
+        [sys.executable, "-m", "services.demo.run", "--records", "40000", "--state-dir", str(state)],
         capture_output=True,
         text=True,
         timeout=600,

@@ -1,0 +1,419 @@
+"""The embedded local stack: Kafka brokers (KRaft) and a Kafka Connect worker as plain processes.
+
+Why our own launcher instead of Kafka's shell scripts: the broker comes from Maven as jars, not as a
+distribution, and tests need many short-lived clusters on free loopback ports, each in its own
+folder, that stop only the processes they started. ``ballast stack up`` and the pytest session
+fixture both call :func:`start_stack`, so what tests exercise is what users run.
+
+State lives in one folder (``stack.json`` plus per-node data and logs). ``down`` stops exactly the
+pids recorded there, after checking each pid still runs a command that names this folder, so a
+recycled pid is never signalled.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from string import Template
+
+from ballast.paths import DEPLOY_DIR, classpath
+
+STATE_FILE = "stack.json"
+JAVA = os.environ.get("BALLAST_JAVA", shutil.which("java") or "java")
+BROKER_HEAP = os.environ.get("BALLAST_BROKER_HEAP", "768m")
+CONNECT_HEAP = os.environ.get("BALLAST_CONNECT_HEAP", "512m")
+
+
+class StackError(RuntimeError):
+    """The local stack could not be started, reached or stopped; the message says which log to read."""
+
+
+@dataclass
+class NodeState:
+    node_id: int
+    port: int
+    controller_port: int
+    data_dir: str
+    config: str
+    log: str
+    pid: int | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+@dataclass
+class ConnectState:
+    rest_port: int
+    config: str
+    log: str
+    pid: int | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.rest_port}"
+
+
+@dataclass
+class StackState:
+    state_dir: str
+    cluster_id: str
+    nodes: list[NodeState] = field(default_factory=list)
+    connect: ConnectState | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes)
+
+    @property
+    def replication(self) -> int:
+        return 3 if len(self.nodes) >= 3 else 1
+
+    def node(self, node_id: int) -> NodeState:
+        for n in self.nodes:
+            if n.node_id == node_id:
+                return n
+        raise KeyError(f"no node {node_id} in stack at {self.state_dir}")
+
+    def save(self) -> None:
+        path = Path(self.state_dir) / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, state_dir: str | Path) -> StackState:
+        path = Path(state_dir) / STATE_FILE
+        if not path.exists():
+            raise StackError(
+                f"no stack recorded in {state_dir} (nothing to do; start one with `ballast stack up`)"
+            )
+        raw = json.loads(path.read_text())
+        nodes = [NodeState(**n) for n in raw.pop("nodes")]
+        connect = raw.pop("connect")
+        return cls(nodes=nodes, connect=ConnectState(**connect) if connect else None, **raw)
+
+
+# --- ports and processes ------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (the kernel picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def _new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, base64url without padding (Kafka's Uuid format).
+
+    Like Kafka's ``Uuid.randomUuid``, never one starting with ``-``: command-line parsers (the
+    storage tool's among them) would take it for an option.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
+def pid_alive(pid: int | None, marker: str | None = None) -> bool:
+    """True if ``pid`` runs (a zombie does not count) and, when ``marker`` is given, its command
+    line mentions ``marker`` (so a recycled pid of some other program is never taken for ours)."""
+    if not pid:
+        return False
+    proc = Path(f"/proc/{pid}")
+    try:
+        stat = (proc / "stat").read_text()
+        cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False
+    if stat[stat.rindex(")") + 2] == "Z":  # exited, not yet reaped by its parent
+        return False
+    return marker is None or marker in cmdline
+
+
+def _java(main: str, args: list[str], cp: str, heap: str, log: Path) -> subprocess.Popen[bytes]:
+    cmd = [
+        JAVA,
+        f"-Xmx{heap}",
+        "-Xms128m",
+        "-XX:+UseG1GC",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={DEPLOY_DIR / 'log4j2.properties'}",
+        "-cp",
+        cp,
+        main,
+        *args,
+    ]
+    with open(log, "ab") as out:
+        # A new session: the stack outlives `ballast stack up` and ignores the caller's Ctrl-C.
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _render(template: Path, target: Path, **values: object) -> None:
+    target.write_text(Template(template.read_text()).substitute({k: str(v) for k, v in values.items()}))
+
+
+def _tail(path: str | Path, lines: int = 25) -> str:
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+# --- brokers --------------------------------------------------------------------------------------
+
+
+def _plan_nodes(state_dir: Path, brokers: int, ports: list[int] | None) -> list[NodeState]:
+    if brokers not in (1, 3):
+        raise ValueError("--brokers must be 1 or 3")
+    if ports is not None and len(ports) != brokers:
+        raise ValueError(f"need {brokers} broker ports, got {len(ports)}")
+    nodes = []
+    for i in range(brokers):
+        node_id = i + 1
+        node_dir = state_dir / f"node-{node_id}"
+        node_dir.mkdir(parents=True, exist_ok=True)
+        nodes.append(
+            NodeState(
+                node_id=node_id,
+                port=ports[i] if ports else free_port(),
+                controller_port=free_port(),
+                data_dir=str(node_dir / "data"),
+                config=str(node_dir / "server.properties"),
+                log=str(node_dir / "broker.log"),
+            )
+        )
+    return nodes
+
+
+def _write_broker_config(node: NodeState, voters: str, replication: int) -> None:
+    _render(
+        DEPLOY_DIR / "kafka" / "server.properties.tmpl",
+        Path(node.config),
+        node_id=node.node_id,
+        voters=voters,
+        port=node.port,
+        controller_port=node.controller_port,
+        data_dir=node.data_dir,
+        replication=replication,
+        min_isr=2 if replication >= 3 else 1,
+    )
+
+
+def _format_storage(nodes: list[NodeState], cluster_id: str, cp: str) -> None:
+    procs = []
+    for node in nodes:
+        if (Path(node.data_dir) / "meta.properties").exists():
+            continue
+        args = ["format", f"--cluster-id={cluster_id}", "-c", node.config, "--ignore-formatted"]
+        procs.append((node, _java("kafka.tools.StorageTool", args, cp, "256m", Path(node.log))))
+    for node, proc in procs:
+        if proc.wait(timeout=120) != 0:
+            raise StackError(f"formatting KRaft storage of node {node.node_id} failed:\n{_tail(node.log)}")
+
+
+def start_node(state: StackState, node_id: int) -> None:
+    """Start one broker process of a recorded stack (used by `up` and by failure tests)."""
+    node = state.node(node_id)
+    if pid_alive(node.pid, state.state_dir):
+        return
+    proc = _java("kafka.Kafka", [node.config], classpath("kafka"), BROKER_HEAP, Path(node.log))
+    node.pid = proc.pid
+    state.save()
+
+
+def stop_pid(pid: int | None, marker: str, timeout: float = 30.0, hard: bool = False) -> None:
+    """SIGTERM (or SIGKILL when ``hard``) a pid we started, then wait for it to go away."""
+    if not pid_alive(pid, marker):
+        return
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL if hard else signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)  # reap if it is our child
+            if done == pid:
+                return
+        except ChildProcessError:
+            pass
+        if not pid_alive(pid, marker):
+            return
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)
+
+
+def stop_node(state: StackState, node_id: int, hard: bool = False) -> None:
+    node = state.node(node_id)
+    stop_pid(node.pid, state.state_dir, hard=hard)
+    node.pid = None
+    state.save()
+
+
+def wait_for_cluster(
+    bootstrap: str, brokers: int, timeout: float = 120.0, logs: list[str] | None = None
+) -> None:
+    """Block until ``brokers`` brokers answer a metadata request (and a controller is elected)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(
+        {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 2000, "log_level": 0}
+    )
+    deadline = time.monotonic() + timeout
+    last_error = "no answer"
+    while time.monotonic() < deadline:
+        try:
+            md = admin.list_topics(timeout=3)
+            if len(md.brokers) >= brokers and md.controller_id >= 0:
+                return
+            last_error = f"{len(md.brokers)} of {brokers} brokers, controller {md.controller_id}"
+        except Exception as exc:  # KafkaException while the JVM starts
+            last_error = str(exc)
+        time.sleep(0.5)
+    tails = "\n".join(f"--- {log}\n{_tail(log)}" for log in (logs or []))
+    raise StackError(f"cluster at {bootstrap} not ready after {timeout:.0f}s ({last_error})\n{tails}")
+
+
+# --- Connect ----------------------------------------------------------------------------------------
+
+
+def start_connect(state: StackState, rest_port: int | None = None, timeout: float = 180.0) -> ConnectState:
+    """Start a Kafka Connect worker in distributed mode against the stack and wait for its REST API."""
+    connect_dir = Path(state.state_dir) / "connect"
+    connect_dir.mkdir(parents=True, exist_ok=True)
+    cs = state.connect or ConnectState(
+        rest_port=rest_port or free_port(),
+        config=str(connect_dir / "connect-distributed.properties"),
+        log=str(connect_dir / "connect.log"),
+    )
+    _render(
+        DEPLOY_DIR / "connect" / "connect-distributed.properties.tmpl",
+        Path(cs.config),
+        bootstrap=state.bootstrap,
+        rest_port=cs.rest_port,
+        replication=state.replication,
+    )
+    if not pid_alive(cs.pid, state.state_dir):
+        main = "org.apache.kafka.connect.cli.ConnectDistributed"
+        proc = _java(main, [cs.config], classpath("kafka"), CONNECT_HEAP, Path(cs.log))
+        cs.pid = proc.pid
+    state.connect = cs
+    state.save()
+    from ballast.devstack.connect import wait_for_connect
+
+    wait_for_connect(cs.url, timeout=timeout, log=cs.log)
+    return cs
+
+
+# --- the whole stack ------------------------------------------------------------------------------
+
+
+def start_stack(
+    state_dir: str | Path,
+    brokers: int = 1,
+    connect: bool = False,
+    ports: list[int] | None = None,
+    connect_port: int | None = None,
+    timeout: float = 180.0,
+) -> StackState:
+    """Format (first time only) and start a KRaft cluster, optionally with Connect; idempotent.
+
+    An existing, running stack in ``state_dir`` is reused; a recorded but stopped one is restarted
+    with its data.
+    """
+    state_dir = Path(state_dir).resolve()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        state = StackState.load(state_dir)
+        if len(state.nodes) != brokers:
+            raise StackError(
+                f"{state_dir} holds a {len(state.nodes)}-broker stack; stop it and remove the folder "
+                f"(`ballast stack down --purge`) to start one with {brokers}"
+            )
+    except StackError as exc:
+        if "no stack recorded" not in str(exc):
+            raise
+        nodes = _plan_nodes(state_dir, brokers, ports)
+        state = StackState(state_dir=str(state_dir), cluster_id=_new_cluster_id(), nodes=nodes)
+    voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in state.nodes)
+    cp = classpath("kafka")
+    for node in state.nodes:
+        _write_broker_config(node, voters, state.replication)
+    state.save()
+    _format_storage(state.nodes, state.cluster_id, cp)
+    for node in state.nodes:
+        if not pid_alive(node.pid, str(state_dir)) and port_open(node.port):
+            raise StackError(f"port {node.port} is taken by another process; choose other ports")
+        start_node(state, node.node_id)
+    wait_for_cluster(state.bootstrap, brokers, timeout=timeout, logs=[n.log for n in state.nodes])
+    if connect:
+        start_connect(state, rest_port=connect_port, timeout=timeout)
+    return state
+
+
+def stop_stack(state_dir: str | Path, purge: bool = False) -> StackState | None:
+    """Stop Connect, then every broker this folder recorded; with ``purge`` delete the folder too."""
+    state_dir = Path(state_dir).resolve()
+    try:
+        state = StackState.load(state_dir)
+    except StackError:
+        if purge and state_dir.exists():
+            shutil.rmtree(state_dir)
+        return None
+    marker = str(state_dir)
+    if state.connect:
+        stop_pid(state.connect.pid, marker)
+        state.connect.pid = None
+    # Signal every broker first, then wait: stopped one by one, the last ones wait for a quorum
+    # that is already leaving, which turns a 5-second shutdown into a minute.
+    for node in state.nodes:
+        if pid_alive(node.pid, marker):
+            os.kill(node.pid, signal.SIGTERM)  # type: ignore[arg-type]
+    for node in state.nodes:
+        stop_pid(node.pid, marker)
+        node.pid = None
+    state.save()
+    if purge:
+        shutil.rmtree(state_dir)
+    return state
+
+
+def stack_status(state_dir: str | Path) -> dict[str, object]:
+    """What runs, on which ports, and where the logs are: for `ballast stack status`."""
+    state = StackState.load(state_dir)
+    marker = str(Path(state_dir).resolve())
+    status: dict[str, object] = {
+        "state_dir": state.state_dir,
+        "cluster_id": state.cluster_id,
+        "bootstrap": state.bootstrap,
+        "nodes": [
+            {
+                "node_id": n.node_id,
+                "port": n.port,
+                "pid": n.pid,
+                "running": pid_alive(n.pid, marker),
+                "log": n.log,
+            }
+            for n in state.nodes
+        ],
+    }
+    if state.connect:
+        c = state.connect
+        status["connect"] = {"url": c.url, "pid": c.pid, "running": pid_alive(c.pid, marker), "log": c.log}
+    return status

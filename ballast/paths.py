@@ -1,0 +1,42 @@
+"""Where Ballast finds its own files: the source tree, the jar cache and default state folder.
+
+Everything is resolved relative to the checkout (the package is installed editable by
+``make setup``), and each location can be overridden by an environment variable so that an
+installed copy, or a test, can point elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJECT_ROOT = Path(os.environ.get("BALLAST_HOME", Path(__file__).resolve().parents[1]))
+DEPLOY_DIR = PROJECT_ROOT / "deploy"
+SCHEMAS_DIR = Path(os.environ.get("BALLAST_SCHEMAS", PROJECT_ROOT / "schemas"))
+CACHE_DIR = Path(os.environ.get("BALLAST_CACHE", PROJECT_ROOT / ".cache"))
+JARS_DIR = CACHE_DIR / "jars"
+DEFAULT_STATE_DIR = Path(os.environ.get("BALLAST_STATE_DIR", PROJECT_ROOT / "state" / "stack"))
+
+
+class MissingJarsError(RuntimeError):
+    """The Maven-resolved jars are not there: `make setup` has not run (or ran elsewhere)."""
+
+
+def jar_dir(name: str) -> Path:
+    """Return ``.cache/jars/<name>`` or raise a clear error telling the user to run setup."""
+    folder = JARS_DIR / name
+    if not folder.is_dir() or not any(folder.glob("*.jar")):
+        raise MissingJarsError(
+            f"no jars in {folder}: run `make setup` (resolves them with Maven from deploy/)"
+        )
+    return folder
+
+
+def classpath(name: str) -> str:
+    """A JVM classpath with every jar of one cached group (wildcard form, as Kafka's scripts use)."""
+    return str(jar_dir(name) / "*")
+
+
+def spark_jars() -> list[str]:
+    """The connector jars Spark needs on top of pyspark's own (Kafka source/sink, Avro)."""
+    return sorted(str(p) for p in jar_dir("spark").glob("*.jar"))

@@ -1,0 +1,86 @@
+"""Acceptance 2: ``ballast stack up --brokers 3`` forms a cluster (replication 3, min ISR 2); a producer
+with acks=all keeps producing while one broker is stopped, and a consumer reads every record."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+from confluent_kafka import Producer
+
+from ballast.devstack.stack import StackState, stop_node, stop_stack
+from ballast.kafka.clients import DeliveryTracker, consume_exactly, make_admin, make_consumer
+from ballast.kafka.config import KafkaConfig
+from ballast.kafka.topics import TopicSpec, ensure_topics
+
+PER_PHASE = 20_000
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    state_dir = tmp_path_factory.mktemp("cluster")
+    # through the real CLI, as a user would
+    subprocess.run(
+        [sys.executable, "-m", "ballast.cli", "--state-dir", str(state_dir), "stack", "up", "--brokers", "3"],
+        check=True,
+        timeout=300,
+    )
+    try:
+        yield StackState.load(state_dir)
+    finally:
+        stop_stack(state_dir)
+
+
+def _produce(producer: Producer, topic: str, start: int, n: int, tracker: DeliveryTracker) -> None:
+    for i in range(start, start + n):
+        while True:
+            try:
+                producer.produce(topic, key=str(i % 97).encode(), value=str(i).encode(), on_delivery=tracker)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 2000 == 0:
+            producer.poll(0)
+
+
+def test_three_brokers_survive_one_stopped(cluster, unique):
+    cfg = KafkaConfig(bootstrap_servers=cluster.bootstrap, client_id="cluster-test")
+    admin = make_admin(cfg)
+    md = admin.list_topics(timeout=10)
+    assert sorted(md.brokers) == [1, 2, 3]
+
+    topic = unique("replicated")
+    ensure_topics(admin, [TopicSpec("test", topic, 6, {})])  # broker defaults: RF 3, min ISR 2
+    # metadata reaches the three brokers at slightly different times: ask until all 6 partitions show
+    deadline = time.monotonic() + 30
+    replicas: dict[int, int] = {}
+    while len(replicas) < 6 and time.monotonic() < deadline:
+        partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+        replicas = {p.id: len(p.replicas) for p in partitions.values()}
+        time.sleep(0.2)
+    assert len(replicas) == 6 and set(replicas.values()) == {3}, replicas
+
+    tracker = DeliveryTracker()
+    producer = Producer(cfg.producer(acks="all", **{"message.timeout.ms": 120_000}))
+    _produce(producer, topic, 0, PER_PHASE, tracker)
+    assert producer.flush(60) == 0
+
+    stop_node(cluster, 2)  # a broker (and controller voter) goes away mid-stream
+    _produce(producer, topic, PER_PHASE, PER_PHASE, tracker)
+    assert producer.flush(120) == 0
+    tracker.raise_if_failed()
+    assert tracker.delivered == 2 * PER_PHASE
+    deadline = time.monotonic() + 30  # the stopped broker leaves the metadata once it is fenced
+    while sorted(admin.list_topics(timeout=10).brokers) != [1, 3] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert sorted(admin.list_topics(timeout=10).brokers) == [1, 3]
+
+    consumer = make_consumer(cfg, unique("g"))
+    consumer.subscribe([topic])
+    msgs = consume_exactly(consumer, 2 * PER_PHASE, timeout=180)
+    msgs += consume_exactly(consumer, 1, timeout=3)
+    consumer.close()
+    values = sorted(int(m.value()) for m in msgs)
+    assert values == list(range(2 * PER_PHASE)), f"got {len(values)} records"

@@ -1,0 +1,302 @@
+"""Router test kit: fresh topic layouts, in-thread and subprocess routers, and a routed-topic verifier.
+
+The verifier checks the router against ground truth the test builds itself: the events it produced
+(sequence number in the payload's first 8 bytes) and the control states it folded from the events
+it sent, never against anything the router reports.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from ballast.avro.codec import AvroCodec
+from ballast.control.log import ControlLogWriter, ControlState, apply_event
+from ballast.kafka.clients import make_producer, produce_all
+from ballast.kafka.config import KafkaConfig
+from ballast.kafka.topics import TopicLayout, ensure_topics
+from ballast.routing.murmur2 import kafka_partition
+from services.router.config import RouterConfig
+from services.router.router import Router
+
+WORKERS = 8
+
+
+def seq_of(payload: bytes) -> int:
+    return int.from_bytes(payload[:8], "big")
+
+
+def route(state: ControlState, key: str) -> int:
+    w = state.table.get(key)
+    return kafka_partition(key.encode(), state.num_workers) if w is None else w
+
+
+@dataclass
+class Routed:
+    """What a read_committed reader sees on the routed topic."""
+
+    data: list[dict[str, Any]] = field(default_factory=list)  # + "partition", "offset"
+    markers: list[dict[str, Any]] = field(default_factory=list)
+    # per partition, the envelopes in offset order: ("M", epoch, router) / ("D", seq, epoch, router)
+    by_partition: dict[int, list[tuple]] = field(default_factory=lambda: defaultdict(list))
+
+
+class RouterKit:
+    def __init__(self, kafka: KafkaConfig, admin: Any, prefix: str) -> None:
+        self.kafka = kafka
+        self.layout = TopicLayout(prefix=prefix, workers=WORKERS, input_partitions=4)
+        ensure_topics(admin, self.layout.specs())
+        self.prefix = prefix
+        self.input = self.layout.name("input")
+        self.routed = self.layout.name("routed")
+        self.codec = AvroCodec("io.ballast.InputEvent")
+        self.envelope = AvroCodec("io.ballast.RoutedEnvelope")
+        self.states = {0: ControlState(num_workers=WORKERS, max_workers=WORKERS)}
+        self.writer: ControlLogWriter | None = None
+        self.threads: list[tuple[Router, threading.Thread]] = []
+        self.procs: list[subprocess.Popen] = []
+        self.group = f"{prefix}-routers"
+
+    # --- input and control ------------------------------------------------------------------------
+
+    def produce_events(self, events: Iterable[dict[str, Any]]) -> int:
+        return produce_all(
+            make_producer(self.kafka), self.input, ((e["key"].encode(), self.codec.encode(e)) for e in events)
+        )
+
+    def produce_raw(self, records: Iterable[tuple[bytes | None, bytes | None]]) -> None:
+        produce_all(make_producer(self.kafka), self.input, iter(records))  # type: ignore[arg-type]
+
+    def send_control(self, etype: str, body: dict[str, Any]) -> dict[str, Any]:
+        if self.writer is None:
+            self.writer = ControlLogWriter(
+                self.kafka, self.layout.name("control"), self.states[0], transactional_id=f"{self.prefix}-ctl"
+            )
+        event = self.writer.send(etype, body)
+        last = max(self.states)
+        self.states[event["epoch"]] = apply_event(self.states[last], event)
+        return event
+
+    # --- routers ----------------------------------------------------------------------------------
+
+    def config(self, router_id: str = "r1", **kw: Any) -> RouterConfig:
+        base = dict(
+            router_id=router_id,
+            prefix=self.prefix,
+            group_id=self.group,
+            stats_interval_s=1.0,
+            commit_interval_ms=200,
+        )
+        base.update(kw)
+        return RouterConfig(**base)
+
+    def start_thread(self, router_id: str = "r1", **kw: Any) -> Router:
+        router = Router(self.config(router_id, **kw), self.kafka)
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                router.run()
+            except BaseException as exc:  # surfaced by stop_all
+                errors.append(exc)
+                raise
+
+        th = threading.Thread(target=run, name=f"router-{router_id}", daemon=True)
+        th.errors = errors  # type: ignore[attr-defined]
+        th.start()
+        self.threads.append((router, th))
+        return router
+
+    def start_process(self, router_id: str = "r1", *extra: str) -> subprocess.Popen:
+        cmd = [
+            sys.executable,
+            "-m",
+            "services.router",
+            "--bootstrap",
+            self.kafka.bootstrap_servers,
+            "--router-id",
+            router_id,
+            "--prefix",
+            self.prefix,
+            "--group-id",
+            self.group,
+            "--commit-interval-ms",
+            "200",
+            "--stats-interval-s",
+            "1",
+            "--log-level",
+            "warning",
+            *extra,
+        ]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
+        self.procs.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        for router, _ in self.threads:
+            router.stop()
+        for _, th in self.threads:
+            th.join(60)
+            assert not th.is_alive(), "router thread did not stop"
+            assert not th.errors, f"router thread failed: {th.errors}"  # type: ignore[attr-defined]
+        self.threads = []
+
+    def close(self) -> None:
+        for router, _ in self.threads:
+            router.stop()
+        for _, th in self.threads:
+            th.join(60)
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(30)
+        if self.writer is not None:
+            self.writer.close()
+
+    def committed_total(self) -> int:
+        c = Consumer(self.kafka.consumer(self.group))
+        try:
+            tps = [TopicPartition(self.input, p) for p in range(self.layout.input_partitions)]
+            return sum(max(tp.offset, 0) for tp in c.committed(tps, timeout=10))
+        except KafkaException:  # coordinator still loading / moving: ask again
+            return -1
+        finally:
+            c.close()
+
+    def wait_committed(self, n: int, timeout: float = 180.0) -> None:
+        deadline = time.monotonic() + timeout
+        while (got := self.committed_total()) < n:
+            assert time.monotonic() < deadline, f"only {got} of {n} input offsets committed after {timeout}s"
+            time.sleep(0.3)
+
+    # --- reading results --------------------------------------------------------------------------
+
+    def read_topic(
+        self, topic: str, partitions: int, min_records: int, idle: float = 3.0, timeout: float = 180.0
+    ) -> list[Any]:
+        c = Consumer(self.kafka.consumer(f"reader-{uuid.uuid4().hex[:8]}"))
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        got: list[Any] = []
+        deadline = time.monotonic() + timeout
+        last = time.monotonic()
+        try:
+            while time.monotonic() < deadline:
+                msgs = c.consume(10_000, 0.5)
+                for m in msgs:
+                    assert m.error() is None, m.error()
+                    got.append(m)
+                if msgs:
+                    last = time.monotonic()
+                elif len(got) >= min_records and time.monotonic() - last > idle:
+                    break
+        finally:
+            c.close()
+        return got
+
+    def read_routed(self, expected_data: int) -> Routed:
+        out = Routed()
+        for m in self.read_topic(self.routed, WORKERS, expected_data):
+            branch, body = self.envelope.decode(m.value())["body"]
+            p = m.partition()
+            if branch == "io.ballast.EpochMarker":
+                assert body["worker"] == p
+                out.markers.append({**body, "partition": p, "offset": m.offset()})
+                out.by_partition[p].append(("M", body["epoch"], body["router_id"], m.offset()))
+            else:
+                assert branch == "io.ballast.DataRecord", branch
+                rec = {**body, "partition": p, "offset": m.offset()}
+                out.data.append(rec)
+                out.by_partition[p].append(
+                    (
+                        "D",
+                        seq_of(body["payload"]),
+                        body["epoch"],
+                        body["router_id"],
+                        (body["source_partition"], body["source_offset"]),
+                        m.offset(),
+                    )
+                )
+        for p in out.by_partition:
+            out.by_partition[p].sort(key=lambda t: t[-1])
+        return out
+
+    # --- the assertions shared by acceptance 2, 3 and 4 ---------------------------------------------
+
+    def verify(self, routed: Routed, events: list[dict[str, Any]], routers: set[str]) -> None:
+        n = len(events)
+        seqs = defaultdict(int)
+        for rec in routed.data:
+            seqs[seq_of(rec["payload"])] += 1
+        missing = [s for s in range(n) if seqs.get(s, 0) == 0]
+        doubled = [s for s, c in seqs.items() if c > 1]
+        assert not missing, f"{len(missing)} records lost, e.g. {missing[:5]}"
+        assert not doubled, f"{len(doubled)} records doubled, e.g. {doubled[:5]}"
+        assert len(routed.data) == n
+        for rec in routed.data:
+            ev = events[seq_of(rec["payload"])]
+            assert (rec["key"], rec["value"], rec["payload"], rec["event_time"]) == (
+                ev["key"],
+                ev["value"],
+                ev["payload"],
+                ev["event_time"],
+            )
+            state = self.states[rec["epoch"]]
+            assert rec["partition"] == route(state, rec["key"]), (
+                f"key {rec['key']} epoch {rec['epoch']} in partition {rec['partition']}"
+            )
+            assert rec["router_id"] in routers
+            assert rec["source_topic"] == self.input
+        # markers: every record follows, in its partition, the marker of its own epoch from its router
+        for p, items in routed.by_partition.items():
+            current: dict[str, int] = {}
+            for item in items:
+                if item[0] == "M":
+                    _, epoch, rid, _ = item
+                    assert epoch >= current.get(rid, -1), f"partition {p}: marker epochs go back for {rid}"
+                    current[rid] = epoch
+                else:
+                    _, seq, epoch, rid, _, _ = item
+                    assert rid in current, f"partition {p}: record {seq} before any marker of {rid}"
+                    assert current[rid] == epoch, (
+                        f"partition {p}: record {seq} has epoch {epoch} after marker {current[rid]} of {rid}"
+                    )
+        # markers of every applied epoch in every partition, from every router
+        for rid in routers:
+            for e in self.states:
+                if e == 0:
+                    continue
+                parts = {m["partition"] for m in routed.markers if m["router_id"] == rid and m["epoch"] == e}
+                assert parts == set(range(WORKERS)), (
+                    f"router {rid}: epoch {e} markers only in {sorted(parts)}"
+                )
+        # per-key order within each partition: the input order (a key lives in one input partition)
+        for p, items in routed.by_partition.items():
+            last: dict[str, tuple[int, int]] = {}
+            for item in items:
+                if item[0] == "D":
+                    key = events[item[1]]["key"]
+                    src = item[4]
+                    if key in last:
+                        assert src[0] == last[key][0], f"key {key} came from two input partitions"
+                        assert src[1] > last[key][1], f"partition {p}: key {key} out of order"
+                    last[key] = src
+
+
+@pytest.fixture
+def kit(kafka_config: KafkaConfig, admin: Any, unique: Any):
+    k = RouterKit(kafka_config, admin, unique("rt"))
+    try:
+        yield k
+    finally:
+        k.close()

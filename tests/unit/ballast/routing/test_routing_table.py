@@ -1,0 +1,41 @@
+"""Routing table contract used by the router: F(k) = A[k] if k in A else h(k); A never holds h(k)."""
+
+import pytest
+
+from ballast.routing.murmur2 import kafka_partition
+from ballast.routing.table import RoutingTable, route
+
+pytestmark = pytest.mark.unit
+
+
+def test_entries_equal_to_hash_are_dropped():
+    n = 5
+    h = kafka_partition(b"alpha", n)
+    table = RoutingTable(n, {b"alpha": h, b"beta": (kafka_partition(b"beta", n) + 1) % n})
+    assert b"alpha" not in table
+    assert len(table) == 1
+    assert table.route(b"alpha") == h
+
+
+def test_route_uses_table_then_hash():
+    n = 8
+    other = (kafka_partition(b"hot", n) + 3) % n
+    table = RoutingTable(n, {b"hot": other})
+    assert table.route(b"hot") == other
+    assert table.route(b"cold") == kafka_partition(b"cold", n)
+    assert route(b"hot", table.entries, n) == other
+
+
+def test_out_of_range_worker_rejected():
+    with pytest.raises(ValueError):
+        RoutingTable(3, {b"k": 3})
+
+
+def test_with_changes_back_to_hash_deletes_entry_and_bumps_epoch():
+    n = 4
+    key = b"k1"
+    h = kafka_partition(key, n)
+    t1 = RoutingTable(n, {key: (h + 1) % n}, epoch=7)
+    t2 = t1.with_changes({key: h})
+    assert key in t1 and key not in t2
+    assert t2.epoch == 8
