@@ -52,7 +52,7 @@ def kafka_config(bootstrap: str) -> KafkaConfig:
 
 @pytest.fixture(scope="session")
 def admin(kafka_config: KafkaConfig):
-    from ballast.kafka.clients import make_admin
+    from ballast.kafka.admin import make_admin
 
     return make_admin(kafka_config)
 
@@ -66,7 +66,8 @@ def unique() -> Callable[[str], str]:
 @pytest.fixture
 def topic_factory(admin, unique) -> Callable[..., str]:
     """Create a fresh topic and return its name."""
-    from ballast.kafka.topics import TopicSpec, ensure_topics
+    from ballast.kafka.admin import ensure_topics
+    from ballast.kafka.topics import TopicSpec
 
     def make(base: str = "t", partitions: int = 1, config: dict[str, str] | None = None) -> str:
         name = unique(base)

@@ -1,220 +1,28 @@
-"""The control log: a pure state machine over control events, and a reader/writer for the topic.
-
-Why a pure fold: every router (and later the controller, the workers and the shedder) must derive
-the *same* routing state from the same log, and must notice a broken log instead of guessing. So
-:class:`ControlState` is immutable and :func:`apply_event` is a total function that either returns
-the next state or raises :class:`ControlLogError`: epochs are dense (event e+1 follows e), a gap is
-an error, a duplicate epoch is ignored only when its content is identical (a retried send), and a
-``TABLE_SNAPSHOT`` lets a reader that starts at it (instead of offset 0) begin there.
+"""The control log on Kafka: a reader that folds the topic, and the one fenced writer.
 
 Why a transactional writer with a fixed ``transactional.id``: ``init_transactions`` fences any
 older writer with the same id and completes its open transaction, so reading the last epoch
-*after* it and writing ``last + 1`` cannot race another writer into a duplicate epoch.
+*after* it and writing ``last + 1`` cannot race another writer into a duplicate epoch. The id is
+derived from the control topic (:func:`writer_transactional_id`), so every writer of one control
+log (the controller, ``ballast control send``, the demo, tests) fences every other.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from types import MappingProxyType
+from collections.abc import Mapping
 from typing import Any
 
 from ballast.avro.codec import AvroCodec
+from ballast.control.state import CONTROL_SCHEMA, ControlLogError, ControlState, apply_event, make_event
 from ballast.kafka.config import KafkaConfig
 
-CONTROL_SCHEMA = "io.ballast.ControlEvent"
-CONTROL_TYPES = ("ROUTING_UPDATE", "TABLE_SNAPSHOT", "MIGRATION_STEP", "SCALE", "SHEDDING")
-PAYLOAD_RECORD = {
-    "ROUTING_UPDATE": "io.ballast.RoutingUpdate",
-    "TABLE_SNAPSHOT": "io.ballast.TableSnapshot",
-    "MIGRATION_STEP": "io.ballast.MigrationStep",
-    "SCALE": "io.ballast.Scale",
-    "SHEDDING": "io.ballast.Shedding",
-}
-DEFAULT_WRITER_TXN_ID = "ballast-control-writer"
+
+def writer_transactional_id(control_topic: str) -> str:
+    """The one transactional id of the writers of ``control_topic``."""
+    return f"ballast-control-writer.{control_topic}"
 
 
-class ControlLogError(RuntimeError):
-    """The log cannot be folded: a gap, a conflicting duplicate, or an invalid event. Stop, don't skip."""
-
-
-def _freeze(m: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return MappingProxyType(dict(m or {}))
-
-
-def event_digest(event: Mapping[str, Any]) -> str:
-    """Identity of an event's *content* (type + payload), ignoring issuer and issue time."""
-    payload = event["payload"]
-    body = payload[1] if isinstance(payload, tuple) else payload
-    blob = json.dumps([event["type"], body], sort_keys=True, default=repr)
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class ControlState:
-    """Routing state after folding the log up to ``epoch`` (epoch 0 = hash-only, nothing applied).
-
-    ``max_workers`` (the routed topic's partition count) bounds ``num_workers`` and every table
-    entry; ``None`` means unchecked. ``started`` is False until the first event is folded, which is
-    what lets a reader begin at a snapshot.
-    """
-
-    num_workers: int
-    epoch: int = 0
-    table: Mapping[str, int] = field(default_factory=dict)
-    keep_probability: Mapping[str, float] = field(default_factory=dict)
-    max_workers: int | None = None
-    digests: Mapping[int, str] = field(default_factory=dict)
-    started: bool = False
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "table", _freeze(self.table))
-        object.__setattr__(self, "keep_probability", _freeze(self.keep_probability))
-        object.__setattr__(self, "digests", _freeze(self.digests))
-        if self.num_workers < 1:
-            raise ControlLogError(f"num_workers must be >= 1, got {self.num_workers}")
-        if self.max_workers is not None and self.num_workers > self.max_workers:
-            raise ControlLogError(
-                f"num_workers {self.num_workers} exceeds the {self.max_workers} routed partitions"
-            )
-
-    def keep_for(self, target: str) -> float:
-        """Keep-probability of an input topic / job: its own setting, else ``*``, else 1.0."""
-        kp = self.keep_probability
-        return float(kp.get(target, kp.get("*", 1.0)))
-
-
-def _check_worker(state: ControlState, key: str, worker: int, num_workers: int) -> None:
-    if not 0 <= worker < num_workers:
-        raise ControlLogError(
-            f"epoch {state.epoch + 1}: key {key!r} -> worker {worker} outside 0..{num_workers - 1}"
-        )
-
-
-def apply_event(state: ControlState, event: Mapping[str, Any]) -> ControlState:
-    """Fold one decoded ControlEvent into ``state``; raise :class:`ControlLogError` rather than skip."""
-    epoch = int(event["epoch"])
-    etype = event["type"]
-    payload = event["payload"]
-    body: Mapping[str, Any] = payload[1] if isinstance(payload, tuple) else payload
-    digest = event_digest(event)
-    if state.started and epoch <= state.epoch:
-        seen = state.digests.get(epoch)
-        if seen == digest:
-            return state  # an identical re-send: idempotent
-        raise ControlLogError(
-            f"duplicate epoch {epoch} with different content (state at {state.epoch}); refusing to guess"
-        )
-    if epoch != state.epoch + 1 and not (
-        not state.started and etype == "TABLE_SNAPSHOT" and epoch > state.epoch
-    ):
-        raise ControlLogError(f"gap in the control log: at epoch {state.epoch}, next event has epoch {epoch}")
-    if etype not in CONTROL_TYPES:
-        raise ControlLogError(f"epoch {epoch}: unknown control type {etype!r}")
-
-    table = dict(state.table)
-    keep = dict(state.keep_probability)
-    num_workers = state.num_workers
-    if etype == "ROUTING_UPDATE":
-        for key, worker in body.get("assign", {}).items():
-            _check_worker(state, key, int(worker), num_workers)
-            table[key] = int(worker)
-        for key in body.get("unassign", []):
-            table.pop(key, None)
-    elif etype == "TABLE_SNAPSHOT":
-        num_workers = int(body["num_workers"])
-        table = {k: int(w) for k, w in body.get("table", {}).items()}
-        for key, worker in table.items():
-            _check_worker(state, key, worker, num_workers)
-        keep = {k: float(p) for k, p in body.get("keep_probability", {}).items()}
-    elif etype == "SCALE":
-        num_workers = int(body["num_workers"])
-        bad = {k: w for k, w in table.items() if w >= num_workers}
-        if bad:
-            raise ControlLogError(
-                f"epoch {epoch}: SCALE to {num_workers} leaves table entries out of range: {bad}"
-            )
-    elif etype == "SHEDDING":
-        p = float(body["keep_probability"])
-        if not 0.0 <= p <= 1.0:
-            raise ControlLogError(f"epoch {epoch}: keep_probability {p} outside [0, 1]")
-        keep[str(body["target"])] = p
-    # MIGRATION_STEP: an epoch of its own (workers act on it), no routing change for the router.
-    if state.max_workers is not None and num_workers > state.max_workers:
-        raise ControlLogError(
-            f"epoch {epoch}: {num_workers} workers exceed the {state.max_workers} routed partitions"
-        )
-    digests = dict(state.digests)
-    digests[epoch] = digest
-    return replace(
-        state,
-        epoch=epoch,
-        num_workers=num_workers,
-        table=table,
-        keep_probability=keep,
-        digests=digests,
-        started=True,
-    )
-
-
-def fold(state: ControlState, events: Iterable[Mapping[str, Any]]) -> ControlState:
-    for e in events:
-        state = apply_event(state, e)
-    return state
-
-
-# --- building events ---------------------------------------------------------------------------------
-
-
-def make_event(
-    epoch: int,
-    etype: str,
-    body: Mapping[str, Any],
-    issuer: str = "ballast-control-cli",
-    issued_at: int | None = None,
-) -> dict[str, Any]:
-    """A ControlEvent dict ready for the codec (payload in fastavro's tuple notation)."""
-    if etype not in PAYLOAD_RECORD:
-        raise ValueError(f"unknown control type {etype!r}")
-    return {
-        "epoch": int(epoch),
-        "issued_at": int(time.time() * 1000) if issued_at is None else int(issued_at),
-        "issuer": issuer,
-        "type": etype,
-        "payload": (PAYLOAD_RECORD[etype], dict(body)),
-    }
-
-
-def routing_update(
-    assign: Mapping[str, int], unassign: Iterable[str] = (), reason: str = ""
-) -> tuple[str, dict]:
-    return "ROUTING_UPDATE", {
-        "assign": {k: int(w) for k, w in assign.items()},
-        "unassign": list(unassign),
-        "reason": reason,
-    }
-
-
-def table_snapshot(state: ControlState) -> tuple[str, dict]:
-    return "TABLE_SNAPSHOT", {
-        "num_workers": state.num_workers,
-        "table": dict(state.table),
-        "keep_probability": dict(state.keep_probability),
-    }
-
-
-def scale(num_workers: int, reason: str = "") -> tuple[str, dict]:
-    return "SCALE", {"num_workers": int(num_workers), "reason": reason}
-
-
-def shedding(target: str, keep_probability: float, reason: str = "") -> tuple[str, dict]:
-    return "SHEDDING", {"target": target, "keep_probability": float(keep_probability), "reason": reason}
-
-
-# --- Kafka I/O ---------------------------------------------------------------------------------------
 
 
 class ControlLogReader:
@@ -297,7 +105,6 @@ class ControlLogWriter:
         kafka: KafkaConfig,
         topic: str,
         initial: ControlState,
-        transactional_id: str = DEFAULT_WRITER_TXN_ID,
         issuer: str = "ballast-control-cli",
     ) -> None:
         from confluent_kafka import Producer
@@ -307,7 +114,7 @@ class ControlLogWriter:
         self.initial = initial
         self.issuer = issuer
         self.codec = AvroCodec(CONTROL_SCHEMA)
-        self.producer = Producer(kafka.producer(**{"transactional.id": transactional_id}))
+        self.producer = Producer(kafka.producer(**{"transactional.id": writer_transactional_id(topic)}))
         self.producer.init_transactions(30)
         self._reader: ControlLogReader | None = None
         self._written_epoch = 0

@@ -7,12 +7,10 @@ acks=all) and every consumer the same isolation level; building them from one
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer
-from confluent_kafka.admin import AdminClient
 
 from ballast.kafka.config import KafkaConfig
 
@@ -27,10 +25,6 @@ def make_producer(cfg: KafkaConfig, **extra: Any) -> Producer:
 
 def make_consumer(cfg: KafkaConfig, group_id: str, **extra: Any) -> Consumer:
     return Consumer(cfg.consumer(group_id, **extra))
-
-
-def make_admin(cfg: KafkaConfig, **extra: Any) -> AdminClient:
-    return AdminClient(cfg.admin(**extra))
 
 
 class DeliveryTracker:
@@ -80,32 +74,3 @@ def produce_all(
         raise DeliveryError(f"{remaining} records still queued after {flush_timeout}s")
     tracker.raise_if_failed()
     return sent
-
-
-def consume_exactly(
-    consumer: Consumer,
-    expected: int,
-    timeout: float = 120.0,
-    idle_timeout: float | None = None,
-    batch: int = 5000,
-) -> list[Message]:
-    """Read until ``expected`` records arrived (or time runs out); raises on a consumer error.
-
-    Returns what arrived, so callers can assert on both the count and the content.
-    """
-    got: list[Message] = []
-    deadline = time.monotonic() + timeout
-    last_seen = time.monotonic()
-    while len(got) < expected and time.monotonic() < deadline:
-        msgs = consumer.consume(batch, timeout=0.5)
-        for m in msgs:
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise RuntimeError(f"consumer error: {m.error()}")
-            got.append(m)
-        if msgs:
-            last_seen = time.monotonic()
-        elif idle_timeout is not None and time.monotonic() - last_seen > idle_timeout:
-            break
-    return got

@@ -8,7 +8,8 @@ librdkafka property (dot.case) untouched, the way Quix Streams' ``ConnectionConf
 
 from __future__ import annotations
 
-import os
+import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -18,6 +19,35 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 # librdkafka defaults to CRC32 ("consistent_random"); Java clients and Spark's Kafka sink use
 # murmur2. Every producer Ballast ships uses murmur2 so a key lands where a JVM client puts it.
 KAFKA_JAVA_PARTITIONER = "murmur2_random"
+
+
+class _OncePerMinute(logging.Filter):
+    """Drop a librdkafka line already seen in the last minute (numbers ignored when comparing).
+
+    A client that cannot reach its broker repeats the same "Connection refused" line for every
+    retry; the first one says all there is to say.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen: dict[str, float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = re.sub(r"\d+", "#", record.getMessage())
+        last = self._seen.get(key)
+        if last is not None and record.created - last < 60:
+            return False
+        if len(self._seen) > 1000:
+            self._seen.clear()
+        self._seen[key] = record.created
+        return True
+
+
+# librdkafka's own log goes through Python logging (WARNING and up, de-duplicated) instead of
+# straight to stderr: every client Ballast builds from a KafkaConfig gets this logger.
+LIBRDKAFKA_LOGGER = logging.getLogger("ballast.librdkafka")
+LIBRDKAFKA_LOGGER.setLevel(logging.WARNING)
+LIBRDKAFKA_LOGGER.addFilter(_OncePerMinute())
 
 
 def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -47,14 +77,6 @@ class KafkaConfig:
         if not self.bootstrap_servers:
             raise ValueError("bootstrap_servers must not be empty")
 
-    @classmethod
-    def from_env(cls, **kwargs: Any) -> KafkaConfig:
-        """Read ``BALLAST_BOOTSTRAP_SERVERS`` (and explicit kwargs, which win)."""
-        env_bootstrap = os.environ.get("BALLAST_BOOTSTRAP_SERVERS")
-        if env_bootstrap and "bootstrap_servers" not in kwargs:
-            kwargs["bootstrap_servers"] = env_bootstrap
-        return cls(**kwargs)
-
     def with_overrides(self, **props: Any) -> KafkaConfig:
         """A copy with more librdkafka properties (keys may use ``_`` for ``.``)."""
         merged = dict(self.overrides)
@@ -62,7 +84,11 @@ class KafkaConfig:
         return replace(self, overrides=merged)
 
     def common(self) -> dict[str, Any]:
-        return {"bootstrap.servers": self.bootstrap_servers, "client.id": self.client_id}
+        return {
+            "bootstrap.servers": self.bootstrap_servers,
+            "client.id": self.client_id,
+            "logger": LIBRDKAFKA_LOGGER,
+        }
 
     def producer(self, **extra: Any) -> dict[str, Any]:
         conf = self.common() | {

@@ -1,12 +1,13 @@
-"""Mixed routing ``F(k) = A[k] if k in A else h(k)``: the contract between planner and router.
+"""Mixed routing ``F(k) = A[k] if k in A else h(k)``: the one routing function of Ballast.
 
-The router (a separate service) imports :class:`RoutingTable` and calls :meth:`RoutingTable.route`
-once per record, so routing is exactly one dict lookup plus, on a miss, one Kafka murmur2 hash.
-The table stores only *deviations* from the hash (``A[k] != h(k)``): that keeps it small (the
-paper's ``|A| <= A_max``) and makes "hash-only Ballast" identical to a plain Kafka producer.
+The control-log fold keeps its table as a :class:`RoutingTable`, the router's per-epoch route cache
+fills itself from :meth:`RoutingTable.route` (services/router/routes.py), the planners' plans
+materialise into one, and the tests compute expected partitions with it; nothing else computes
+``F(k)``. The table stores only *deviations* from the hash (``A[k] != h(k)``): that keeps it small
+(the paper's ``|A| <= A_max``) and makes "hash-only Ballast" identical to a plain Kafka producer.
 
-Stable public names: ``RoutingTable``, ``RoutingTable.route``, ``RoutingTable.entries``,
-``RoutingTable.num_workers``, ``RoutingTable.epoch``, ``route`` (module-level helper).
+Keys are bytes (what Kafka carries). A routable key is non-empty UTF-8 (it is written into Avro
+``string`` fields downstream); :func:`check_key` is the one place that says so.
 """
 
 from __future__ import annotations
@@ -14,6 +15,26 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 
 from ballast.routing.murmur2 import kafka_partition
+
+
+class InvalidKeyError(ValueError):
+    """A key that cannot be routed; ``reason`` is the dead-letter reason code."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def check_key(key: bytes | None) -> bytes:
+    """Return ``key`` if it can be routed, else raise :class:`InvalidKeyError` (``missing-key``/``malformed``)."""
+    if not key:
+        raise InvalidKeyError("missing-key", "empty key")
+    try:
+        key.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidKeyError("malformed", "key is not UTF-8") from None
+    return key
 
 
 class RoutingTable(Mapping[bytes, int]):
@@ -72,11 +93,21 @@ class RoutingTable(Mapping[bytes, int]):
     def route_many(self, keys: Iterable[bytes]) -> list[int]:
         return [self.route(k) for k in keys]
 
+    def rescaled(self, num_workers: int, epoch: int | None = None) -> RoutingTable:
+        """The same pinned entries under another worker count (entries now equal to the hash drop out).
+
+        Decision: a pinned key keeps its worker across a SCALE; the table stays "deviations only",
+        so a key whose pin equals the new hash home is simply hashed from then on.
+        """
+        return RoutingTable(num_workers, self._entries, self.epoch if epoch is None else epoch)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RoutingTable):
+            return self.num_workers == other.num_workers and self._entries == other._entries
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __repr__(self) -> str:
         return f"RoutingTable(num_workers={self.num_workers}, entries={len(self)}, epoch={self.epoch})"
 
-
-def route(key: bytes, table: Mapping[bytes, int], num_workers: int) -> int:
-    """``F(k)`` for a plain dict table (no invariant checks): the reference semantics used in tests."""
-    worker = table.get(key)
-    return kafka_partition(key, num_workers) if worker is None else worker

@@ -26,9 +26,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from ballast.avro.codec import AvroCodec
 from ballast.avro.wire import INPUT_HEADER, encode_input_body
 from ballast.devstack.stack import start_stack, stop_stack
-from ballast.kafka.clients import make_admin, produce_all
+from ballast.kafka.admin import ensure_topics, make_admin
+from ballast.kafka.clients import produce_all
 from ballast.kafka.config import KafkaConfig
-from ballast.kafka.topics import TopicLayout, TopicSpec, ensure_topics
+from ballast.kafka.topics import TopicLayout, TopicSpec
 from ballast.workload import key_name, zipf_key_ids
 from services.router.config import RouterConfig
 from services.router.router import Router

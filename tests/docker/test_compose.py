@@ -42,7 +42,8 @@ def docker_compose_file():
 def test_compose_stack_serves_ballast(docker_services):  # pragma: no cover - needs an engine
     from confluent_kafka.admin import AdminClient
 
-    from ballast.kafka.topics import TopicLayout, ensure_topics
+    from ballast.kafka.admin import ensure_topics
+    from ballast.kafka.topics import TopicLayout
 
     def ready() -> bool:
         try:

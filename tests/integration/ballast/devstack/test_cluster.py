@@ -11,9 +11,11 @@ import pytest
 from confluent_kafka import Producer
 
 from ballast.devstack.stack import StackState, stop_node, stop_stack
-from ballast.kafka.clients import DeliveryTracker, consume_exactly, make_admin, make_consumer
+from ballast.kafka.admin import ensure_topics, make_admin
+from ballast.kafka.clients import DeliveryTracker, make_consumer
+from ballast.kafka.reading import read_until_idle
 from ballast.kafka.config import KafkaConfig
-from ballast.kafka.topics import TopicSpec, ensure_topics
+from ballast.kafka.topics import TopicSpec
 
 PER_PHASE = 20_000
 
@@ -79,8 +81,8 @@ def test_three_brokers_survive_one_stopped(cluster, unique):
 
     consumer = make_consumer(cfg, unique("g"))
     consumer.subscribe([topic])
-    msgs = consume_exactly(consumer, 2 * PER_PHASE, timeout=180)
-    msgs += consume_exactly(consumer, 1, timeout=3)
+    msgs = read_until_idle(consumer, 2 * PER_PHASE, idle=None, timeout=180)
+    msgs += read_until_idle(consumer, 1, idle=None, timeout=3)
     consumer.close()
     values = sorted(int(m.value()) for m in msgs)
     assert values == list(range(2 * PER_PHASE)), f"got {len(values)} records"

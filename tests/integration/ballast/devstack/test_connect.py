@@ -10,7 +10,8 @@ from collections import Counter
 
 from ballast.devstack.connect import connector_status, delete_connector
 from ballast.devstack.stack import StackState, start_connect, stop_pid
-from ballast.kafka.clients import consume_exactly, make_consumer
+from ballast.kafka.clients import make_consumer
+from ballast.kafka.reading import read_until_idle
 from ballast.paths import DEPLOY_DIR
 
 SAMPLE = DEPLOY_DIR / "sample" / "events.jsonl"
@@ -45,8 +46,8 @@ def test_file_source_loads_every_line(kafka_stack, kafka_config, topic_factory, 
         lines = SAMPLE.read_text().splitlines()
         consumer = make_consumer(kafka_config, unique("g"))
         consumer.subscribe([topic])
-        msgs = consume_exactly(consumer, len(lines), timeout=120)
-        msgs += consume_exactly(consumer, 1, timeout=3)  # nothing extra behind them
+        msgs = read_until_idle(consumer, len(lines), idle=None, timeout=120)
+        msgs += read_until_idle(consumer, 1, idle=None, timeout=3)  # nothing extra behind them
         consumer.close()
         delete_connector(cs.url, name)
     finally:

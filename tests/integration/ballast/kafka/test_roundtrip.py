@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections import Counter
 
 from ballast.avro.codec import AvroCodec
-from ballast.kafka.clients import consume_exactly, make_consumer, make_producer, produce_all
+from ballast.kafka.clients import make_consumer, make_producer, produce_all
+from ballast.kafka.reading import read_until_idle
 from ballast.workload import input_events
 
 N = 100_000
@@ -23,9 +24,9 @@ def test_100k_avro_records_round_trip(kafka_config, topic_factory, unique):
 
     consumer = make_consumer(kafka_config, unique("g"))
     consumer.subscribe([topic])
-    msgs = consume_exactly(consumer, N, timeout=180, idle_timeout=20)
+    msgs = read_until_idle(consumer, N, timeout=180, idle=20)
     # read a little longer: a duplicate would arrive after the N-th record
-    msgs += consume_exactly(consumer, 1, timeout=3)
+    msgs += read_until_idle(consumer, 1, idle=None, timeout=3)
     consumer.close()
 
     decoded = [codec.decode(m.value(), m.topic(), m.partition(), m.offset()) for m in msgs]

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from ballast.kafka.topics import TopicConflictError, TopicLayout, ensure_topics
+from ballast.kafka.admin import TopicConflictError, ensure_topics
+from ballast.kafka.topics import TopicLayout
 
 
 def test_create_is_idempotent_and_applies_config(admin, unique):

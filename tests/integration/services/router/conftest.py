@@ -22,11 +22,12 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ballast.avro.codec import AvroCodec
-from ballast.control.log import ControlLogWriter, ControlState, apply_event
+from ballast.control.log import ControlLogWriter
+from ballast.control.state import ControlState, apply_event
 from ballast.kafka.clients import make_producer, produce_all
 from ballast.kafka.config import KafkaConfig
-from ballast.kafka.topics import TopicLayout, ensure_topics
-from ballast.routing.murmur2 import kafka_partition
+from ballast.kafka.admin import ensure_topics
+from ballast.kafka.topics import TopicLayout
 from services.router.config import RouterConfig
 from services.router.router import Router
 
@@ -38,8 +39,8 @@ def seq_of(payload: bytes) -> int:
 
 
 def route(state: ControlState, key: str) -> int:
-    w = state.table.get(key)
-    return kafka_partition(key.encode(), state.num_workers) if w is None else w
+    """Expected worker of ``key`` at the epoch of ``state`` (F(k) of the folded test log)."""
+    return state.table.route(key.encode())
 
 
 @dataclass
@@ -81,7 +82,7 @@ class RouterKit:
     def send_control(self, etype: str, body: dict[str, Any]) -> dict[str, Any]:
         if self.writer is None:
             self.writer = ControlLogWriter(
-                self.kafka, self.layout.name("control"), self.states[0], transactional_id=f"{self.prefix}-ctl"
+                self.kafka, self.layout.name("control"), self.states[0]
             )
         event = self.writer.send(etype, body)
         last = max(self.states)

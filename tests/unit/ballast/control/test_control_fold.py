@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ballast.avro.codec import AvroCodec
-from ballast.control import log as cl
+from ballast.control import state as cl
+from ballast.routing.murmur2 import kafka_partition
 
 
 def ev(epoch: int, kind: tuple[str, dict]) -> dict:
@@ -23,7 +24,13 @@ def test_fold_applies_every_kind_in_order():
             ev(4, cl.shedding("in", 0.25)),
         ],
     )
-    assert (s.epoch, s.num_workers, dict(s.table)) == (4, 8, {"b": 1, "c": 7})
+    assert (s.epoch, s.num_workers) == (4, 8)
+    # F(k) at epoch 4: b and c pinned, a back on the 8-worker hash, d never pinned
+    assert [s.table.route(k) for k in (b"b", b"c")] == [1, 7]
+    assert s.table.route(b"a") == kafka_partition(b"a", 8)
+    assert s.table.route(b"d") == kafka_partition(b"d", 8)
+    # the table holds bytes keys and only deviations from the hash
+    assert all(isinstance(k, bytes) and w != kafka_partition(k, 8) for k, w in s.table.items())
     assert s.keep_for("in") == 0.25 and s.keep_for("other") == 1.0
 
 
@@ -54,7 +61,8 @@ def test_reader_may_start_at_a_snapshot_but_not_elsewhere():
     snap = ev(3, cl.table_snapshot(full))
     fresh = cl.ControlState(num_workers=4)
     s = cl.apply_event(fresh, snap)
-    assert (s.epoch, s.num_workers, dict(s.table)) == (3, 6, {"a": 1})
+    assert (s.epoch, s.num_workers, s.table.route(b"a")) == (3, 6, 1)
+    assert s.table == full.table
     with pytest.raises(cl.ControlLogError, match="gap"):
         cl.apply_event(fresh, ev(3, cl.scale(5)))
 
@@ -69,3 +77,9 @@ def test_events_round_trip_through_the_control_schema():
     ):
         e = ev(1, kind)
         assert codec.decode(codec.encode(e)) == e
+
+
+def test_keys_that_cannot_be_routed_are_refused():
+    s = cl.ControlState(num_workers=4)
+    with pytest.raises(cl.ControlLogError, match="cannot be routed"):
+        cl.apply_event(s, ev(1, cl.routing_update({"": 1})))

@@ -30,10 +30,10 @@ def test_overrides_win_and_cannot_be_mutated():
         cfg.overrides["x"] = 1  # type: ignore[index]
 
 
-def test_from_env(monkeypatch):
-    monkeypatch.setenv("BALLAST_BOOTSTRAP_SERVERS", "127.0.0.1:7")
-    assert KafkaConfig.from_env().bootstrap_servers == "127.0.0.1:7"
-    assert KafkaConfig.from_env(bootstrap_servers="127.0.0.1:8").bootstrap_servers == "127.0.0.1:8"
+def test_every_client_logs_through_python_logging():
+    cfg = KafkaConfig(bootstrap_servers="127.0.0.1:1")
+    for conf in (cfg.producer(), cfg.consumer("g"), cfg.admin()):
+        assert conf["logger"].name == "ballast.librdkafka"
 
 
 def test_layout_declares_every_role_with_its_invariants():

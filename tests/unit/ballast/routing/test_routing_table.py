@@ -3,7 +3,7 @@
 import pytest
 
 from ballast.routing.murmur2 import kafka_partition
-from ballast.routing.table import RoutingTable, route
+from ballast.routing.table import InvalidKeyError, RoutingTable, check_key
 
 pytestmark = pytest.mark.unit
 
@@ -23,7 +23,6 @@ def test_route_uses_table_then_hash():
     table = RoutingTable(n, {b"hot": other})
     assert table.route(b"hot") == other
     assert table.route(b"cold") == kafka_partition(b"cold", n)
-    assert route(b"hot", table.entries, n) == other
 
 
 def test_out_of_range_worker_rejected():
@@ -39,3 +38,25 @@ def test_with_changes_back_to_hash_deletes_entry_and_bumps_epoch():
     t2 = t1.with_changes({key: h})
     assert key in t1 and key not in t2
     assert t2.epoch == 8
+
+
+def test_rescaled_keeps_pins_and_drops_entries_equal_to_the_new_hash():
+    n, m = 4, 3
+    keys = [f"k{i}".encode() for i in range(200)]
+    pins = {k: (kafka_partition(k, n) + 1) % n for k in keys}
+    pins = {k: w for k, w in pins.items() if w < m}
+    table = RoutingTable(n, pins).rescaled(m)
+    for k in pins:
+        assert table.route(k) == pins[k]
+    assert all(w != kafka_partition(k, m) for k, w in table.items())
+    assert len(table) < len(pins)  # some pins equal the 3-worker hash: no entry needed
+
+
+def test_check_key_is_the_one_key_validation():
+    assert check_key(b"k") == b"k"
+    with pytest.raises(InvalidKeyError) as empty:
+        check_key(b"")
+    assert empty.value.reason == "missing-key"
+    with pytest.raises(InvalidKeyError) as bad:
+        check_key(b"\xff\xfe")
+    assert bad.value.reason == "malformed"

@@ -14,7 +14,7 @@ from confluent_kafka import Message, TopicPartition
 
 from ballast.avro.codec import AvroCodec
 from ballast.avro.wire import INPUT_HEADER, encode_input_body
-from ballast.control.log import ControlState
+from ballast.control.state import ControlState
 from ballast.kafka.config import KafkaConfig
 from services.router.config import RouterConfig
 from services.router.router import Router

@@ -1,0 +1,231 @@
+"""The control log's meaning: a pure state machine over control events (no Kafka here).
+
+Why a pure fold: every router (and later the controller, the workers and the shedder) must derive
+the *same* routing state from the same log, and must notice a broken log instead of guessing. So
+:class:`ControlState` is immutable and :func:`apply_event` is a total function that either returns
+the next state or raises :class:`ControlLogError`: epochs are dense (event e+1 follows e), a gap is
+an error, a duplicate epoch is ignored only when its content is identical (a retried send), and a
+``TABLE_SNAPSHOT`` lets a reader that starts at it (instead of offset 0) begin there.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from ballast.routing.table import InvalidKeyError, RoutingTable, check_key
+
+CONTROL_SCHEMA = "io.ballast.ControlEvent"
+CONTROL_TYPES = ("ROUTING_UPDATE", "TABLE_SNAPSHOT", "MIGRATION_STEP", "SCALE", "SHEDDING")
+PAYLOAD_RECORD = {
+    "ROUTING_UPDATE": "io.ballast.RoutingUpdate",
+    "TABLE_SNAPSHOT": "io.ballast.TableSnapshot",
+    "MIGRATION_STEP": "io.ballast.MigrationStep",
+    "SCALE": "io.ballast.Scale",
+    "SHEDDING": "io.ballast.Shedding",
+}
+
+
+class ControlLogError(RuntimeError):
+    """The log cannot be folded: a gap, a conflicting duplicate, or an invalid event. Stop, don't skip."""
+
+
+def _freeze(m: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(m or {}))
+
+
+def event_digest(event: Mapping[str, Any]) -> str:
+    """Identity of an event's *content* (type + payload), ignoring issuer and issue time."""
+    payload = event["payload"]
+    body = payload[1] if isinstance(payload, tuple) else payload
+    blob = json.dumps([event["type"], body], sort_keys=True, default=repr)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ControlState:
+    """Routing state after folding the log up to ``epoch`` (epoch 0 = hash-only, nothing applied).
+
+    ``table`` is the one :class:`~ballast.routing.table.RoutingTable` (bytes keys, deviations from
+    the hash only); ``state.table.route(key)`` is ``F(k)`` at this epoch. ``max_workers`` (the
+    routed topic's partition count) bounds ``num_workers`` and every table entry; ``None`` means
+    unchecked. ``started`` is False until the first event is folded, which is
+    what lets a reader begin at a snapshot.
+    """
+
+    num_workers: int
+    epoch: int = 0
+    table: RoutingTable | Mapping[bytes | str, int] = field(default_factory=dict)
+    keep_probability: Mapping[str, float] = field(default_factory=dict)
+    max_workers: int | None = None
+    digests: Mapping[int, str] = field(default_factory=dict)
+    started: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.table, RoutingTable) or self.table.num_workers != self.num_workers:
+            entries = {_key_bytes(k): int(w) for k, w in self.table.items()}
+            try:
+                object.__setattr__(self, "table", RoutingTable(self.num_workers, entries, self.epoch))
+            except ValueError as exc:
+                raise ControlLogError(str(exc)) from None
+        object.__setattr__(self, "keep_probability", _freeze(self.keep_probability))
+        object.__setattr__(self, "digests", _freeze(self.digests))
+        if self.num_workers < 1:
+            raise ControlLogError(f"num_workers must be >= 1, got {self.num_workers}")
+        if self.max_workers is not None and self.num_workers > self.max_workers:
+            raise ControlLogError(
+                f"num_workers {self.num_workers} exceeds the {self.max_workers} routed partitions"
+            )
+
+    def keep_for(self, target: str) -> float:
+        """Keep-probability of an input topic / job: its own setting, else ``*``, else 1.0."""
+        kp = self.keep_probability
+        return float(kp.get(target, kp.get("*", 1.0)))
+
+
+def _key_bytes(key: bytes | str) -> bytes:
+    """Avro map keys arrive as ``str``; routing keys are bytes (their UTF-8 encoding)."""
+    return key.encode("utf-8") if isinstance(key, str) else bytes(key)
+
+
+def _routing_key(epoch: int, key: str) -> bytes:
+    try:
+        return check_key(_key_bytes(key))
+    except (InvalidKeyError, UnicodeEncodeError) as exc:
+        raise ControlLogError(f"epoch {epoch}: key {key!r} cannot be routed: {exc}") from None
+
+
+def _check_worker(state: ControlState, key: str, worker: int, num_workers: int) -> None:
+    if not 0 <= worker < num_workers:
+        raise ControlLogError(
+            f"epoch {state.epoch + 1}: key {key!r} -> worker {worker} outside 0..{num_workers - 1}"
+        )
+
+
+def apply_event(state: ControlState, event: Mapping[str, Any]) -> ControlState:
+    """Fold one decoded ControlEvent into ``state``; raise :class:`ControlLogError` rather than skip."""
+    epoch = int(event["epoch"])
+    etype = event["type"]
+    payload = event["payload"]
+    body: Mapping[str, Any] = payload[1] if isinstance(payload, tuple) else payload
+    digest = event_digest(event)
+    if state.started and epoch <= state.epoch:
+        seen = state.digests.get(epoch)
+        if seen == digest:
+            return state  # an identical re-send: idempotent
+        raise ControlLogError(
+            f"duplicate epoch {epoch} with different content (state at {state.epoch}); refusing to guess"
+        )
+    if epoch != state.epoch + 1 and not (
+        not state.started and etype == "TABLE_SNAPSHOT" and epoch > state.epoch
+    ):
+        raise ControlLogError(f"gap in the control log: at epoch {state.epoch}, next event has epoch {epoch}")
+    if etype not in CONTROL_TYPES:
+        raise ControlLogError(f"epoch {epoch}: unknown control type {etype!r}")
+
+    entries = state.table.entries
+    keep = dict(state.keep_probability)
+    num_workers = state.num_workers
+    if etype == "ROUTING_UPDATE":
+        for key, worker in body.get("assign", {}).items():
+            _check_worker(state, key, int(worker), num_workers)
+            entries[_routing_key(epoch, key)] = int(worker)
+        for key in body.get("unassign", []):
+            entries.pop(_key_bytes(key), None)
+    elif etype == "TABLE_SNAPSHOT":
+        num_workers = int(body["num_workers"])
+        entries = {}
+        for key, worker in body.get("table", {}).items():
+            _check_worker(state, key, int(worker), num_workers)
+            entries[_routing_key(epoch, key)] = int(worker)
+        keep = {k: float(p) for k, p in body.get("keep_probability", {}).items()}
+    elif etype == "SCALE":
+        num_workers = int(body["num_workers"])
+        bad = {k.decode(): w for k, w in entries.items() if w >= num_workers}
+        if bad:
+            raise ControlLogError(
+                f"epoch {epoch}: SCALE to {num_workers} leaves table entries out of range: {bad}"
+            )
+    elif etype == "SHEDDING":
+        p = float(body["keep_probability"])
+        if not 0.0 <= p <= 1.0:
+            raise ControlLogError(f"epoch {epoch}: keep_probability {p} outside [0, 1]")
+        keep[str(body["target"])] = p
+    # MIGRATION_STEP: an epoch of its own (workers act on it), no routing change for the router.
+    if state.max_workers is not None and num_workers > state.max_workers:
+        raise ControlLogError(
+            f"epoch {epoch}: {num_workers} workers exceed the {state.max_workers} routed partitions"
+        )
+    if num_workers < 1:
+        raise ControlLogError(f"epoch {epoch}: num_workers must be >= 1, got {num_workers}")
+    # a pinned key keeps its worker across SCALE; pins equal to the (new) hash home drop out
+    table = RoutingTable(num_workers, entries, epoch)
+    digests = dict(state.digests)
+    digests[epoch] = digest
+    return replace(
+        state,
+        epoch=epoch,
+        num_workers=num_workers,
+        table=table,
+        keep_probability=keep,
+        digests=digests,
+        started=True,
+    )
+
+
+def fold(state: ControlState, events: Iterable[Mapping[str, Any]]) -> ControlState:
+    for e in events:
+        state = apply_event(state, e)
+    return state
+
+
+# --- building events ---------------------------------------------------------------------------------
+
+
+def make_event(
+    epoch: int,
+    etype: str,
+    body: Mapping[str, Any],
+    issuer: str = "ballast-control-cli",
+    issued_at: int | None = None,
+) -> dict[str, Any]:
+    """A ControlEvent dict ready for the codec (payload in fastavro's tuple notation)."""
+    if etype not in PAYLOAD_RECORD:
+        raise ValueError(f"unknown control type {etype!r}")
+    return {
+        "epoch": int(epoch),
+        "issued_at": int(time.time() * 1000) if issued_at is None else int(issued_at),
+        "issuer": issuer,
+        "type": etype,
+        "payload": (PAYLOAD_RECORD[etype], dict(body)),
+    }
+
+
+def routing_update(
+    assign: Mapping[str, int], unassign: Iterable[str] = (), reason: str = ""
+) -> tuple[str, dict]:
+    return "ROUTING_UPDATE", {
+        "assign": {k: int(w) for k, w in assign.items()},
+        "unassign": list(unassign),
+        "reason": reason,
+    }
+
+
+def table_snapshot(state: ControlState) -> tuple[str, dict]:
+    return "TABLE_SNAPSHOT", {
+        "num_workers": state.num_workers,
+        "table": {k.decode("utf-8"): w for k, w in state.table.items()},
+        "keep_probability": dict(state.keep_probability),
+    }
+
+
+def scale(num_workers: int, reason: str = "") -> tuple[str, dict]:
+    return "SCALE", {"num_workers": int(num_workers), "reason": reason}
+
+
+def shedding(target: str, keep_probability: float, reason: str = "") -> tuple[str, dict]:
+    return "SHEDDING", {"target": target, "keep_probability": float(keep_probability), "reason": reason}
