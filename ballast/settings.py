@@ -202,7 +202,9 @@ class ConnectionSettings(Settings):
 class LayoutSettings(Settings):
     """The topic layout of one deployment (see :class:`ballast.kafka.topics.TopicLayout`)."""
 
-    prefix: str = setting("ballast", "topic name prefix (keeps deployments apart)", env="BALLAST_TOPIC_PREFIX")
+    prefix: str = setting(
+        "ballast", "topic name prefix (keeps deployments apart)", env="BALLAST_TOPIC_PREFIX"
+    )
     workers: int = setting(8, "logical workers N_max = routed topic partitions (fixed once Spark has state)")
     input_partitions: int = setting(4, "partitions of the input topic")
 

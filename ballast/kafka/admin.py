@@ -13,6 +13,7 @@ a client against a dead address retries for tens of seconds and prints hundreds 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -81,7 +82,9 @@ class TopicDescription:
     config: Mapping[str, str]
 
 
-def describe_topics(admin: AdminClient, names: list[str] | None = None, timeout: float = 10.0) -> dict[str, TopicDescription]:
+def describe_topics(
+    admin: AdminClient, names: list[str] | None = None, timeout: float = 10.0
+) -> dict[str, TopicDescription]:
     """Partitions and (non-default and default) configs of ``names`` that exist (all topics if None)."""
     listed = admin.list_topics(timeout=timeout).topics
     wanted = [n for n in (names if names is not None else sorted(listed)) if n in listed]
@@ -135,7 +138,9 @@ def ensure_topics(
     return result
 
 
-def _describe_topic_configs(admin: AdminClient, names: list[str], timeout: float) -> dict[str, dict[str, str]]:
+def _describe_topic_configs(
+    admin: AdminClient, names: list[str], timeout: float
+) -> dict[str, dict[str, str]]:
     """Topic configs by name; retries while a just-created topic is not yet known to every broker."""
 
     def describe() -> dict[str, dict[str, str]] | None:
@@ -161,8 +166,7 @@ def _partition_counts(admin: AdminClient, names: set[str], timeout: float) -> di
         state.update({n: len(t.partitions) for n, t in present.items()})
         return all(t.error is None and t.partitions for t in present.values())
 
-    try:
+    # on time-out report what we have; ensure_topics then names the odd topic as a conflict
+    with contextlib.suppress(WaitTimeout):
         wait_until(settled, timeout, "topic metadata to settle", interval=0.2)
-    except WaitTimeout:
-        pass  # report what we have; ensure_topics then names the odd topic as a conflict
     return state

@@ -3,7 +3,8 @@
 Why one module: the routed topic's partition count *is* the number of logical workers (one unit of
 Spark state each, fixed by the checkpoint after the first run), the control topic must have exactly
 one partition (the total order of control events) and keep it forever. A topic that exists with
-other settings would silently break those guarantees, so :func:`ballast.kafka.admin.ensure_topics` refuses it instead.
+other settings would silently break those guarantees, so
+:func:`ballast.kafka.admin.ensure_topics` refuses it instead.
 This module is pure (no client); the admin calls live in :mod:`ballast.kafka.admin`.
 """
 

@@ -27,7 +27,7 @@ class InvalidKeyError(ValueError):
 
 
 def check_key(key: bytes | None) -> bytes:
-    """Return ``key`` if it can be routed, else raise :class:`InvalidKeyError` (``missing-key``/``malformed``)."""
+    """``key`` if it can be routed, else :class:`InvalidKeyError` (``missing-key`` / ``malformed``)."""
     if not key:
         raise InvalidKeyError("missing-key", "empty key")
     try:
@@ -110,4 +110,3 @@ class RoutingTable(Mapping[bytes, int]):
 
     def __repr__(self) -> str:
         return f"RoutingTable(num_workers={self.num_workers}, entries={len(self)}, epoch={self.epoch})"
-

@@ -13,8 +13,8 @@ from confluent_kafka import Producer
 from ballast.devstack.stack import StackState, stop_node, stop_stack
 from ballast.kafka.admin import ensure_topics, make_admin
 from ballast.kafka.clients import DeliveryTracker, make_consumer
-from ballast.kafka.reading import read_until_idle
 from ballast.kafka.config import KafkaConfig
+from ballast.kafka.reading import read_until_idle
 from ballast.kafka.topics import TopicSpec
 
 PER_PHASE = 20_000

@@ -24,9 +24,9 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from ballast.avro.codec import AvroCodec
 from ballast.control.log import ControlLogWriter
 from ballast.control.state import ControlState, apply_event
+from ballast.kafka.admin import ensure_topics
 from ballast.kafka.clients import make_producer, produce_all
 from ballast.kafka.config import KafkaConfig
-from ballast.kafka.admin import ensure_topics
 from ballast.kafka.topics import TopicLayout
 from services.router.config import RouterConfig
 from services.router.router import Router
