@@ -167,35 +167,40 @@ def _positive(name: str, value: int) -> None:
 
 
 @dataclass(frozen=True)
-class StackSettings(Settings):
-    """Where the local stack keeps its state, and how it starts its JVMs."""
-
-    state_dir: Path = setting(DEFAULT_STATE_DIR, "local stack folder: state, data and logs")
-    java: str = setting("java", "the java executable that runs brokers and Connect")
-    broker_heap: str = setting("768m", "heap of each broker JVM (-Xmx)")
-    connect_heap: str = setting("512m", "heap of the Kafka Connect JVM (-Xmx)")
-
-
-@dataclass(frozen=True)
 class ConnectionSettings(Settings):
-    """How a command finds Kafka: a bootstrap list, else the local stack recorded in the state folder."""
+    """How a command finds Kafka: a bootstrap list, else the local stack recorded in ``state_dir``."""
 
     bootstrap: str = setting(
         "",
-        "bootstrap servers (none: the local stack's, else 127.0.0.1:9092)",
+        "bootstrap servers (none: the local stack's in --state-dir, else 127.0.0.1:9092)",
         env="BALLAST_BOOTSTRAP_SERVERS",
     )
+    state_dir: Path = setting(DEFAULT_STATE_DIR, "local stack folder: state, data and logs")
 
-    def bootstrap_servers(self, state_dir: Path) -> str:
+    def bootstrap_servers(self) -> str:
         """Flag or env, then the recorded local stack, then 127.0.0.1:9092."""
         if self.bootstrap:
             return self.bootstrap
         from ballast.devstack.stack import StackError, StackState
 
         try:
-            return StackState.load(state_dir).bootstrap
+            return StackState.load(self.state_dir).bootstrap
         except StackError:
             return "127.0.0.1:9092"
+
+    def kafka_config(self, client_id: str = "ballast"):  # -> KafkaConfig
+        from ballast.kafka.config import KafkaConfig
+
+        return KafkaConfig(bootstrap_servers=self.bootstrap_servers(), client_id=client_id)
+
+
+@dataclass(frozen=True)
+class StackSettings(Settings):
+    """How the local stack starts its JVMs (``ballast stack up``)."""
+
+    java: str = setting("java", "the java executable that runs brokers and Connect")
+    broker_heap: str = setting("768m", "heap of each broker JVM (-Xmx)")
+    connect_heap: str = setting("512m", "heap of the Kafka Connect JVM (-Xmx)")
 
 
 @dataclass(frozen=True)
@@ -207,10 +212,15 @@ class LayoutSettings(Settings):
     )
     workers: int = setting(8, "logical workers N_max = routed topic partitions (fixed once Spark has state)")
     input_partitions: int = setting(4, "partitions of the input topic")
+    active_workers: int = setting(
+        0, "active workers at epoch 0, before any control event (0: all routed partitions)"
+    )
 
     def __post_init__(self) -> None:
         _positive("workers", self.workers)
         _positive("input_partitions", self.input_partitions)
+        if self.active_workers < 0:
+            raise ValueError(f"active_workers must be >= 0, got {self.active_workers}")
 
     def layout(self):  # -> TopicLayout (import kept local: settings must not pull in Kafka)
         from ballast.kafka.topics import TopicLayout

@@ -87,6 +87,11 @@ class ControlState:
         return float(kp.get(target, kp.get("*", 1.0)))
 
 
+def initial_state(routed_partitions: int, active_workers: int = 0) -> ControlState:
+    """The state before epoch 1: hash over ``active_workers`` (0: all routed partitions), empty table."""
+    return ControlState(num_workers=active_workers or routed_partitions, max_workers=routed_partitions)
+
+
 def _key_bytes(key: bytes | str) -> bytes:
     """Avro map keys arrive as ``str``; routing keys are bytes (their UTF-8 encoding)."""
     return key.encode("utf-8") if isinstance(key, str) else bytes(key)
