@@ -29,37 +29,20 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
-from fastavro.schema import to_parsing_canonical_form
+from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 from ballast.paths import SCHEMAS_DIR
 
 MAGIC = b"\xc3\x01"
 HEADER_LEN = 10
 
-# --- CRC-64-AVRO (Rabin) fingerprint, as in the Avro spec -------------------------------------------
+def crc64_avro_fingerprint(canonical_form: str) -> int:
+    """CRC-64-AVRO (Rabin) of a Parsing Canonical Form, as the little-endian int the header carries.
 
-_EMPTY64 = 0xC15D213AA4D7A795
-
-
-def _make_table() -> list[int]:
-    table = []
-    for i in range(256):
-        fp = i
-        for _ in range(8):
-            fp = (fp >> 1) ^ (_EMPTY64 & -(fp & 1))
-        table.append(fp & 0xFFFFFFFFFFFFFFFF)
-    return table
-
-
-_FP_TABLE = _make_table()
-
-
-def crc64_avro(data: bytes) -> int:
-    """The Avro spec's 64-bit Rabin fingerprint of ``data``."""
-    fp = _EMPTY64
-    for byte in data:
-        fp = (fp >> 8) ^ _FP_TABLE[(fp ^ byte) & 0xFF]
-    return fp
+    fastavro computes it (and prints it as the 8 little-endian bytes in hex); we keep the int form
+    so a header is ``MAGIC + fingerprint.to_bytes(8, "little")``.
+    """
+    return int.from_bytes(bytes.fromhex(fingerprint(canonical_form, "CRC-64-AVRO")), "little")
 
 
 # --- errors --------------------------------------------------------------------------------------
@@ -133,7 +116,7 @@ class SchemaVersion:
             source=schema,
             parsed=parsed,
             canonical_form=canonical,
-            fingerprint=crc64_avro(canonical.encode()),
+            fingerprint=crc64_avro_fingerprint(canonical),
         )
 
 
