@@ -23,6 +23,7 @@ import numpy as np
 
 from ballast.planner.interface import Planner
 from ballast.planner.stats import KeyStats, WindowMemory, imbalance, max_min_ratio
+from ballast.routing.murmur2 import kafka_partition_array
 
 
 @dataclass
@@ -82,7 +83,7 @@ def simulate(workload, planner: Planner, config: SimConfig) -> SimResult:
     """Run ``planner`` over ``config.intervals`` intervals of ``workload``."""
     nw = config.num_workers
     k = len(workload.keys)
-    home = (workload.hash_raw % np.uint32(nw)).astype(np.int32)
+    home = kafka_partition_array(workload.hash_raw, nw)
     ids = np.arange(k)
     assign = home.copy()
     window = WindowMemory(k, config.window)

@@ -19,7 +19,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ballast.routing.murmur2 import murmur2_array
+from ballast.routing.murmur2 import kafka_partition_array, murmur2_array
 
 
 @dataclass(frozen=True, eq=False)
@@ -73,7 +73,7 @@ class KeyStats:
     ) -> KeyStats:
         """Stats for real (bytes) keys; ``h`` is Kafka's partitioner, computed vectorised."""
         raw = murmur2_array(keys)
-        home = (raw % np.uint32(num_workers)).astype(np.int32)
+        home = kafka_partition_array(raw, num_workers)
         return cls(list(keys), cost, mem, home, num_workers, cold_load, cold_mem, raw)
 
     @property

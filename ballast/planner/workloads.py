@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ballast.routing.murmur2 import murmur2_array
+from ballast.routing.murmur2 import kafka_partition_array, murmur2_array
 
 
 def zipf_probabilities(num_keys: int, z: float) -> np.ndarray:
@@ -97,7 +97,7 @@ class ZipfWorkload:
 
     def intervals(self, count: int) -> Iterator[np.ndarray]:
         rng = np.random.default_rng(self.seed)
-        home = (self.hash_raw % np.uint32(self.num_workers)).astype(np.int32)
+        home = kafka_partition_array(self.hash_raw, self.num_workers)
         p = np.empty(self.num_keys)
         p[rng.permutation(self.num_keys)] = zipf_probabilities(self.num_keys, self.z)
         for t in range(count):

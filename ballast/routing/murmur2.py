@@ -6,12 +6,17 @@ ever records *deviations* from it. That means reproducing Java's ``Utils.murmur2
 seed ``0x9747b28c``, little-endian 4-byte blocks, signed 32-bit result), ``Utils.toPositive``
 (``h & 0x7fffffff``, not ``abs``) and ``toPositive(murmur2(key)) % numPartitions``.
 
+Why hand-written: no library on PyPI reproduces Java's signed ``Utils.murmur2`` bit for bit (the
+``murmurhash``/``mmh3`` packages implement MurmurHash3), and an off-by-one here would silently
+disagree with every Java producer and with Spark's Kafka sink.
+
 Two entry points exist because the two callers have opposite shapes:
 
 * :func:`kafka_partition` hashes one key per call; the router calls it on the hot path, so it is
   plain Python over ints (no numpy call overhead per record).
 * :func:`murmur2_array` hashes a whole key universe at once with numpy ``uint32`` arithmetic
-  (which wraps modulo 2**32 exactly like Java ints); the simulator needs ``h`` for 10**6 keys.
+  (which wraps modulo 2**32 exactly like Java ints), and :func:`kafka_partition_array` turns those
+  hashes into partitions; the simulator needs ``h`` for 10**6 keys.
 
 Stable public names (the router imports them): ``kafka_partition(key: bytes, num_partitions: int)``,
 ``murmur2(data: bytes)``, ``to_positive(h: int)``.
@@ -115,6 +120,12 @@ def murmur2_array(keys: Sequence[bytes], seed: int = SEED) -> np.ndarray:
     return out
 
 
-def kafka_partition_array(keys: Sequence[bytes], num_partitions: int) -> np.ndarray:
-    """Vector form of :func:`kafka_partition` (``int32`` worker ids)."""
-    return (murmur2_array(keys) % np.uint32(num_partitions)).astype(np.int32)
+def kafka_partition_array(hashes: np.ndarray, num_partitions: int) -> np.ndarray:
+    """Vector form of :func:`kafka_partition` over precomputed :func:`murmur2_array` hashes (``int32``).
+
+    Why hashes and not keys: the planner and the simulator hash a key universe once and ask for
+    its hash homes under many worker counts.
+    """
+    if num_partitions <= 0:
+        raise ValueError("num_partitions must be positive")
+    return (np.asarray(hashes, dtype=np.uint32) % np.uint32(num_partitions)).astype(np.int32)
