@@ -9,13 +9,13 @@ log (the controller, ``ballast control send``, the demo, tests) fences every oth
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from ballast.avro.codec import AvroCodec
 from ballast.control.state import CONTROL_SCHEMA, ControlLogError, ControlState, apply_event, make_event
 from ballast.kafka.config import KafkaConfig
+from ballast.waiting import WaitTimeout, wait_until
 
 
 def writer_transactional_id(control_topic: str) -> str:
@@ -81,16 +81,18 @@ class ControlLogReader:
             TopicPartition(self.topic, 0), timeout=timeout, cached=False
         )
         events: list[dict[str, Any]] = []
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def caught_up() -> bool:
             position = self.consumer.position([TopicPartition(self.topic, 0)])[0].offset
             if high <= 0 or position >= high:
-                break
-            if time.monotonic() > deadline:
-                raise ControlLogError(
-                    f"control topic {self.topic}: could not read to offset {high} in {timeout}s"
-                )
-            events += self.poll(timeout=0.2)
+                return True
+            events.extend(self.poll(timeout=0.2))
+            return False
+
+        try:
+            wait_until(caught_up, timeout, f"reading control topic {self.topic} to offset {high}", interval=0)
+        except WaitTimeout as exc:
+            raise ControlLogError(str(exc)) from None
         return events
 
     def close(self) -> None:
@@ -129,11 +131,17 @@ class ControlLogWriter:
             self._reader = ControlLogReader(self.kafka, self.topic, self.initial)
         reader = self._reader
         reader.read_to_end(timeout)
-        deadline = time.monotonic() + timeout
-        while reader.state.epoch < self._written_epoch:
-            if time.monotonic() > deadline:
-                raise ControlLogError(f"own event {self._written_epoch} did not become visible in {timeout}s")
+
+        def own_event_visible() -> bool:
+            if reader.state.epoch >= self._written_epoch:
+                return True
             reader.poll(timeout=0.2)
+            return False
+
+        try:
+            wait_until(own_event_visible, timeout, f"own event {self._written_epoch} visible", interval=0)
+        except WaitTimeout as exc:
+            raise ControlLogError(str(exc)) from None
         return reader.state
 
     def send(self, etype: str, body: Mapping[str, Any], timeout: float = 30.0) -> dict[str, Any]:

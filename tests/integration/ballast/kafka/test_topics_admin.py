@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from ballast.kafka.admin import TopicConflictError, ensure_topics
 from ballast.kafka.topics import TopicLayout
+from ballast.waiting import wait_until
 
 
 def test_create_is_idempotent_and_applies_config(admin, unique):
@@ -46,11 +45,10 @@ def test_conflicting_partitions_and_config_are_refused(admin, unique):
     )
     admin.incremental_alter_configs([res])[res].result()
     # config changes propagate asynchronously: wait until the broker reports the new value
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    def retention() -> str:
         described = admin.describe_configs([ConfigResource("topic", f"{prefix}.control")])
-        if next(iter(described.values())).result()["retention.ms"].value == "1000":
-            break
-        time.sleep(0.2)
+        return next(iter(described.values())).result()["retention.ms"].value
+
+    wait_until(lambda: retention() == "1000", 30, "the new retention.ms to show")
     with pytest.raises(TopicConflictError, match=r"retention\.ms=1000"):
         ensure_topics(admin, TopicLayout(prefix=prefix, workers=4).specs())
