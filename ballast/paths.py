@@ -1,21 +1,20 @@
 """Where Ballast finds its own files: the source tree, the jar cache and default state folder.
 
 Everything is resolved relative to the checkout (the package is installed editable by
-``make setup``), and each location can be overridden by an environment variable so that an
-installed copy, or a test, can point elsewhere.
+``make setup``). These are locations, not knobs: the one knob here, the state folder, is a
+setting (``--state-dir`` / ``BALLAST_STATE_DIR``, :mod:`ballast.settings`) whose default is below.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-PROJECT_ROOT = Path(os.environ.get("BALLAST_HOME", Path(__file__).resolve().parents[1]))
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEPLOY_DIR = PROJECT_ROOT / "deploy"
-SCHEMAS_DIR = Path(os.environ.get("BALLAST_SCHEMAS", PROJECT_ROOT / "schemas"))
-CACHE_DIR = Path(os.environ.get("BALLAST_CACHE", PROJECT_ROOT / ".cache"))
+SCHEMAS_DIR = PROJECT_ROOT / "schemas"
+CACHE_DIR = PROJECT_ROOT / ".cache"
 JARS_DIR = CACHE_DIR / "jars"
-DEFAULT_STATE_DIR = Path(os.environ.get("BALLAST_STATE_DIR", PROJECT_ROOT / "state" / "stack"))
+DEFAULT_STATE_DIR = PROJECT_ROOT / "state" / "stack"
 
 
 class MissingJarsError(RuntimeError):
