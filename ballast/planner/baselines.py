@@ -7,7 +7,7 @@ the cap, Mixed must too (Theorem 4), so Mixed falls back to it when its own tria
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +40,25 @@ def lpt_assign(stats: KeyStats) -> tuple[np.ndarray, np.ndarray]:
     return assign, stats.loads(assign)
 
 
+def whole_plan(
+    name: str,
+    theta_max: float,
+    stats: KeyStats,
+    current: np.ndarray | Mapping,
+    build: Callable[[], tuple[np.ndarray, np.ndarray | None]],
+) -> Plan:
+    """A plan that assigns every key afresh (``build`` -> assignment and, if it has them, loads)."""
+    cur = as_current(stats, current)
+    with Timer() as t:
+        assign, loads = build()
+        if loads is None:
+            loads = stats.loads(assign)
+    cap = stats.cap(theta_max)
+    return Plan(name, stats, cur, assign, loads, cap, t.elapsed,
+                feasible=bool(loads.max() <= cap + tolerance(stats)),
+                infeasible_keys=heavy_keys(stats, cap))
+
+
 @dataclass
 class HashOnlyPlanner:
     """Plain Kafka keyed partitioning: every key on ``h(k)``, never rebalances."""
@@ -48,14 +67,7 @@ class HashOnlyPlanner:
     name: str = "Hash"
 
     def plan(self, stats: KeyStats, current: np.ndarray | Mapping) -> Plan:
-        cur = as_current(stats, current)
-        with Timer() as t:
-            assign = stats.home.copy()
-            loads = stats.loads(assign)
-        cap = stats.cap(self.theta_max)
-        return Plan(self.name, stats, cur, assign, loads, cap, t.elapsed,
-                    feasible=bool(loads.max() <= cap + tolerance(stats)),
-                    infeasible_keys=heavy_keys(stats, cap))
+        return whole_plan(self.name, self.theta_max, stats, current, lambda: (stats.home.copy(), None))
 
 
 @dataclass
@@ -66,10 +78,4 @@ class SimplePlanner:
     name: str = "Simple"
 
     def plan(self, stats: KeyStats, current: np.ndarray | Mapping) -> Plan:
-        cur = as_current(stats, current)
-        with Timer() as t:
-            assign, loads = lpt_assign(stats)
-        cap = stats.cap(self.theta_max)
-        return Plan(self.name, stats, cur, assign, loads, cap, t.elapsed,
-                    feasible=bool(loads.max() <= cap + tolerance(stats)),
-                    infeasible_keys=heavy_keys(stats, cap))
+        return whole_plan(self.name, self.theta_max, stats, current, lambda: lpt_assign(stats))

@@ -79,6 +79,24 @@ def finish(
     return plan
 
 
+def one_trial_plan(
+    name: str,
+    theta_max: float,
+    stats: KeyStats,
+    current: np.ndarray | Mapping,
+    clean_table: bool,
+    order: np.ndarray,
+    a_max: int | None = None,
+) -> Plan:
+    """One LLFD trial: optionally move every table key back home first, then place by ``order`` (desc)."""
+    cur = as_current(stats, current)
+    with Timer() as t:
+        cap = stats.cap(theta_max)
+        clean = np.flatnonzero(cur != stats.home) if clean_table else np.empty(0, dtype=np.int64)
+        res = run_trial(stats, cur, clean, r_order(order), cap)
+    return finish(name, stats, cur, res, cap, t.elapsed, a_max=a_max)
+
+
 @dataclass
 class LLFDPlanner:
     """LLFD alone: no cleaning, cost order. Unbounded table."""
@@ -87,11 +105,7 @@ class LLFDPlanner:
     name: str = "LLFD"
 
     def plan(self, stats: KeyStats, current: np.ndarray | Mapping) -> Plan:
-        cur = as_current(stats, current)
-        with Timer() as t:
-            cap = stats.cap(self.theta_max)
-            res = run_trial(stats, cur, np.empty(0, dtype=np.int64), r_order(stats.cost), cap)
-        return finish(self.name, stats, cur, res, cap, t.elapsed)
+        return one_trial_plan(self.name, self.theta_max, stats, current, clean_table=False, order=stats.cost)
 
 
 @dataclass
@@ -103,11 +117,9 @@ class MinTablePlanner:
     name: str = "MinTable"
 
     def plan(self, stats: KeyStats, current: np.ndarray | Mapping) -> Plan:
-        cur = as_current(stats, current)
-        with Timer() as t:
-            cap = stats.cap(self.theta_max)
-            res = run_trial(stats, cur, np.flatnonzero(cur != stats.home), r_order(stats.cost), cap)
-        return finish(self.name, stats, cur, res, cap, t.elapsed, a_max=self.a_max)
+        return one_trial_plan(
+            self.name, self.theta_max, stats, current, clean_table=True, order=stats.cost, a_max=self.a_max
+        )
 
 
 @dataclass
@@ -120,9 +132,7 @@ class MinMigPlanner:
     name: str = "MinMig"
 
     def plan(self, stats: KeyStats, current: np.ndarray | Mapping) -> Plan:
-        cur = as_current(stats, current)
-        with Timer() as t:
-            cap = stats.cap(self.theta_max)
-            order = r_order(migration_priority(stats.cost, stats.mem, self.beta))
-            res = run_trial(stats, cur, np.empty(0, dtype=np.int64), order, cap)
-        return finish(self.name, stats, cur, res, cap, t.elapsed, a_max=self.a_max)
+        order = migration_priority(stats.cost, stats.mem, self.beta)
+        return one_trial_plan(
+            self.name, self.theta_max, stats, current, clean_table=False, order=order, a_max=self.a_max
+        )
