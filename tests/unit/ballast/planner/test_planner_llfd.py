@@ -53,12 +53,17 @@ def random_current(stats: KeyStats, seed: int) -> np.ndarray:
     return cur
 
 
+def instance(inst) -> tuple[KeyStats, np.ndarray, float]:
+    """(statistics, a random current assignment, theta) of one drawn instance."""
+    n_workers, costs, theta, seed = inst
+    stats = make_stats(costs, num_workers=n_workers)
+    return stats, random_current(stats, seed), theta
+
+
 @settings(max_examples=150, deadline=None)
 @given(instances)
 def test_llfd_terminates_and_adjust_evicts_only_lighter_keys(inst):
-    n_workers, costs, theta, seed = inst
-    stats = make_stats(costs, num_workers=n_workers)
-    cur = random_current(stats, seed)
+    stats, cur, theta = instance(inst)
     trace: list = []
     res = rebalance(stats.cost, stats.home, cur, cur, r_order(stats.cost), stats.cold_load,
                     stats.cap(theta), tolerance(stats), trace=trace)
@@ -69,15 +74,13 @@ def test_llfd_terminates_and_adjust_evicts_only_lighter_keys(inst):
         assert np.all(evicted < ck), (ck, evicted)
         assert np.all(evicted > 0)
     # Every key ends on exactly one valid worker.
-    assert res.assign.min() >= 0 and res.assign.max() < n_workers
+    assert res.assign.min() >= 0 and res.assign.max() < stats.num_workers
 
 
 @settings(max_examples=100, deadline=None)
 @given(instances)
 def test_every_key_routed_exactly_once_before_and_after(inst):
-    n_workers, costs, theta, seed = inst
-    stats = make_stats(costs, num_workers=n_workers)
-    cur = random_current(stats, seed)
+    stats, cur, theta = instance(inst)
     before_table = {stats.keys[i]: int(cur[i]) for i in np.flatnonzero(cur != stats.home)}
     before = routed_loads(stats, before_table)
     assert before.sum() == pytest.approx(stats.total_load)
@@ -92,9 +95,8 @@ def test_every_key_routed_exactly_once_before_and_after(inst):
 @settings(max_examples=100, deadline=None)
 @given(instances)
 def test_feasible_flag_matches_recomputed_loads(inst):
-    n_workers, costs, theta, seed = inst
-    stats = make_stats(costs, num_workers=n_workers)
-    plan = MinMigPlanner(theta).plan(stats, random_current(stats, seed))
+    stats, cur, theta = instance(inst)
+    plan = MinMigPlanner(theta).plan(stats, cur)
     recomputed = routed_loads(stats, plan.table)
     assert plan.feasible == bool(recomputed.max() <= stats.cap(theta) + tolerance(stats))
     if np.any(stats.cost > stats.cap(theta) + tolerance(stats)):

@@ -32,9 +32,7 @@ def random_current(stats: KeyStats, seed: int, frac: float = 0.4) -> np.ndarray:
 @settings(max_examples=150, deadline=None)
 @given(instances, st.integers(0, 12), st.sampled_from(["gallop", "paper"]))
 def test_table_fits_whenever_mintable_fits_and_trials_bounded(inst, a_max, search):
-    n_workers, costs, theta, seed = inst
-    stats = make_stats(costs, rng_mems(costs, seed), num_workers=n_workers)
-    cur = random_current(stats, seed)
+    stats, cur, theta = instance(inst)
     table_before = int(np.count_nonzero(cur != stats.home))
     mt = MinTablePlanner(theta).plan(stats, cur)
     mixed = MixedPlanner(theta, a_max=a_max, search=search, safety_net=False).plan(stats, cur)
@@ -51,12 +49,17 @@ def rng_mems(costs, seed):
     return np.asarray(costs) * rng.uniform(0.2, 3.0, len(costs))
 
 
+def instance(inst) -> tuple[KeyStats, np.ndarray, float]:
+    """(statistics with random memory, a random current assignment, theta) of one drawn instance."""
+    n_workers, costs, theta, seed = inst
+    stats = make_stats(costs, rng_mems(costs, seed), num_workers=n_workers)
+    return stats, random_current(stats, seed), theta
+
+
 @settings(max_examples=150, deadline=None)
 @given(instances)
 def test_mixed_never_worse_balanced_than_simple_when_simple_meets_cap(inst):
-    n_workers, costs, theta, seed = inst
-    stats = make_stats(costs, rng_mems(costs, seed), num_workers=n_workers)
-    cur = random_current(stats, seed)
+    stats, cur, theta = instance(inst)
     cap = stats.cap(theta) + tolerance(stats)
     simple = SimplePlanner(theta).plan(stats, cur)
     simple_loads = routed_loads(stats, simple.table)
@@ -73,9 +76,7 @@ def test_without_table_pressure_mixed_is_minmig_or_better(inst):
     # With a non-empty table and no pressure Mixed *is* MinMig (n = 0, one trial). With an empty
     # table its first trial is also the last (n = |A| = 0), which also tries MinTable's order and
     # keeps the better: never less balanced, and never more migration at equal balance.
-    n_workers, costs, theta, seed = inst
-    stats = make_stats(costs, rng_mems(costs, seed), num_workers=n_workers)
-    cur = random_current(stats, seed)
+    stats, cur, theta = instance(inst)
     mm = MinMigPlanner(theta).plan(stats, cur)
     mixed = MixedPlanner(theta, a_max=10**9, safety_net=False).plan(stats, cur)
     assert mixed.iterations == 1
