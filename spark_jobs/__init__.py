@@ -1,1 +1,1 @@
-"""Ballast."""
+"""The Spark side: PySpark Structured Streaming jobs and their session wiring."""

@@ -1,0 +1,1 @@
+"""Talking to Kafka: client configuration and factories, admin calls, the topic layout, reading back."""

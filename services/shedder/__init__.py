@@ -1,1 +1,1 @@
-"""Ballast."""
+"""The shedder: lag in time from consumer offsets, accuracy-aware shedding requests (to come)."""
