@@ -11,7 +11,7 @@ setup:
 	@bash deploy/setup.sh
 
 demo: setup
-	$(PY) -m services.demo.run $(ARGS)
+	$(PY) -m services.demo $(ARGS)
 
 test: setup lint
 	$(PY) -m pytest tests $(ARGS)

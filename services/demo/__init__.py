@@ -1,0 +1,1 @@
+"""``make demo``: the live pipeline on the local stack, as a typed report and a renderer."""

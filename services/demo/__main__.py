@@ -1,0 +1,50 @@
+"""``python -m services.demo`` (what ``make demo`` runs): settings in, report rendered, exit code out."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from rich.console import Console
+
+from ballast.settings import ConnectionSettings, LayoutSettings, SettingsError
+from services.demo.render import ConsoleProgress, render
+from services.demo.run import run_demo
+from services.demo.settings import DemoSettings
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m services.demo",
+        description="Ballast's live pipeline on the local stack: router, a Mixed plan, an epoch switch.",
+    )
+    ConnectionSettings.add_arguments(parser.add_argument_group("Kafka"))
+    LayoutSettings.add_arguments(parser.add_argument_group("topics"))
+    DemoSettings.add_arguments(parser.add_argument_group("demo"))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        demo, connection, layout = (
+            DemoSettings.from_args(args),
+            ConnectionSettings.from_args(args),
+            LayoutSettings.from_args(args),
+        )
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    # librdkafka's lines (WARNING and up, de-duplicated) say who is talking, like every other log
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    console = Console()
+    report = run_demo(demo, connection, layout, ConsoleProgress(console))
+    render(report, console)
+    if demo.report_json:
+        report.write_json(demo.report_json)
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
