@@ -38,9 +38,21 @@ def setting(
     env: str | None = None,
     choices: tuple[Any, ...] | None = None,
     off_flag: str | None = None,
+    minimum: float | None = None,
 ) -> Any:
-    """Declare one setting (a dataclass field). ``off_flag`` adds a flag that sets a bool to False."""
-    meta = {"help": help, "flag": flag, "env": env, "choices": choices, "off_flag": off_flag}
+    """Declare one setting (a dataclass field).
+
+    ``off_flag`` adds a flag that sets a bool to False; ``minimum`` rejects smaller numbers with a
+    :class:`SettingsError` that names the flag or environment variable the value came from.
+    """
+    meta = {
+        "help": help,
+        "flag": flag,
+        "env": env,
+        "choices": choices,
+        "off_flag": off_flag,
+        "minimum": minimum,
+    }
     if isinstance(default, list | dict | set):
         raise TypeError("settings defaults must be immutable (use a tuple)")
     return field(default=default, metadata={"setting": meta})
@@ -61,14 +73,20 @@ def parse_bool(raw: Any) -> bool:
 def _convert(kind: Any, raw: Any) -> Any:
     if kind is bool:
         return parse_bool(raw)
-    if kind is int:
-        return int(raw)
-    if kind is float:
-        return float(raw)
+    if kind in (int, float):
+        if isinstance(raw, bool):
+            raise ValueError(f"expected a number, got {raw!r}")
+        try:
+            return kind(raw)
+        except (TypeError, ValueError):
+            what = "an integer" if kind is int else "a number"
+            raise ValueError(f"expected {what}, got {raw!r}") from None
     if kind is Path:
         return Path(raw)
     if getattr(kind, "__origin__", None) is tuple:
-        return tuple(x.strip() for x in raw.split(",") if x.strip()) if isinstance(raw, str) else tuple(raw)
+        items = [x.strip() for x in raw.split(",")] if isinstance(raw, str) else list(raw)
+        item_kind = kind.__args__[0] if kind.__args__ else str
+        return tuple(_convert(item_kind, x) for x in items if x != "")
     return str(raw)
 
 
@@ -98,9 +116,19 @@ class Settings:
         raise KeyError(name)
 
     @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-        """One flag per setting (default ``None``: "not given", so the environment can apply)."""
+    def add_arguments(
+        cls,
+        parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+        only: tuple[str, ...] | None = None,
+    ) -> None:
+        """One flag per setting (default ``None``: "not given", so the environment can apply).
+
+        ``only`` limits the flags to some settings of the group (``stack status`` needs the state
+        folder but no bootstrap); the others still come from the environment or their default.
+        """
         for f, meta, kind in cls._settings():
+            if only is not None and f.name not in only:
+                continue
             env = cls.env_name(f.name)
             flag = cls.flag_name(f.name)
             default = f.default if f.default is not MISSING else None
@@ -121,9 +149,11 @@ class Settings:
                         help=f"same as --no-{flag[2:]}",
                     )
                 continue
-            metavar = f.name.upper() if not meta["choices"] else None
+            # argparse compares choices with the raw string; the value is converted in from_args
+            choices = tuple(str(c) for c in meta["choices"]) if meta["choices"] else None
+            metavar = f.name.upper() if not choices else None
             parser.add_argument(
-                flag, dest=f.name, default=None, choices=meta["choices"], metavar=metavar, help=help_text
+                flag, dest=f.name, default=None, choices=choices, metavar=metavar, help=help_text
             )
 
     @classmethod
@@ -149,7 +179,10 @@ class Settings:
             except (TypeError, ValueError) as exc:
                 raise SettingsError(f"{source}: {exc}") from None
             if meta["choices"] and values[f.name] not in meta["choices"]:
-                raise SettingsError(f"{source}: {values[f.name]!r} is not one of {meta['choices']}")
+                allowed = ", ".join(str(c) for c in meta["choices"])
+                raise SettingsError(f"{source}: {values[f.name]!r} is not one of {allowed}")
+            if meta["minimum"] is not None and values[f.name] < meta["minimum"]:
+                raise SettingsError(f"{source}: must be >= {meta['minimum']:g}, got {raw!r}")
         if given:
             raise TypeError(f"{cls.__name__} has no settings {sorted(given)}")
         try:
@@ -193,6 +226,34 @@ class ConnectionSettings(Settings):
 
         return KafkaConfig(bootstrap_servers=self.bootstrap_servers(), client_id=client_id)
 
+    def checked_kafka_config(self, client_id: str = "ballast", timeout: float = 5.0):  # -> KafkaConfig
+        """:meth:`kafka_config` once a broker answered; else :class:`BrokerUnreachable` in ``timeout`` s.
+
+        Commands call this first, so a missing broker is one line within seconds instead of a
+        client retrying (and logging) for tens of seconds. When the address came from a recorded
+        local stack, the message says how to start that stack again.
+        """
+        from ballast.devstack.stack import StackError, StackState, pid_alive
+        from ballast.kafka.admin import BrokerUnreachable, require_broker
+
+        cfg = self.kafka_config(client_id)
+        try:
+            require_broker(cfg, timeout=timeout)
+        except BrokerUnreachable as exc:
+            if self.bootstrap:
+                raise
+            try:
+                stack = StackState.load(self.state_dir)
+            except StackError:
+                raise exc from None
+            if any(pid_alive(n.pid, stack.state_dir) for n in stack.nodes):
+                raise
+            raise BrokerUnreachable(
+                f"no broker at {cfg.bootstrap_servers}: the stack recorded in {self.state_dir} is not "
+                f"running — start it with `ballast stack up --state-dir {self.state_dir}` or pass --bootstrap"
+            ) from exc
+        return cfg
+
 
 @dataclass(frozen=True)
 class StackSettings(Settings):
@@ -210,10 +271,12 @@ class LayoutSettings(Settings):
     prefix: str = setting(
         "ballast", "topic name prefix (keeps deployments apart)", env="BALLAST_TOPIC_PREFIX"
     )
-    workers: int = setting(8, "logical workers N_max = routed topic partitions (fixed once Spark has state)")
-    input_partitions: int = setting(4, "partitions of the input topic")
+    workers: int = setting(
+        8, "logical workers N_max = routed topic partitions (fixed once Spark has state)", minimum=1
+    )
+    input_partitions: int = setting(4, "partitions of the input topic", minimum=1)
     active_workers: int = setting(
-        0, "active workers at epoch 0, before any control event (0: all routed partitions)"
+        0, "active workers at epoch 0, before any control event (0: all routed partitions)", minimum=0
     )
 
     def __post_init__(self) -> None:

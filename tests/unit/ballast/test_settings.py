@@ -1,0 +1,142 @@
+"""The one configuration mechanism: flag > environment > default, typed conversion, errors that name
+their source, and help that shows every default and environment variable."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from ballast.settings import ConnectionSettings, LayoutSettings, Settings, SettingsError, setting
+
+
+@dataclass(frozen=True)
+class Demo(Settings):
+    ENV_PREFIX: ClassVar[str] = "DEMO_"
+
+    name: str = setting("alpha", "a name")
+    count: int = setting(3, "how many", minimum=1)
+    ratio: float = setting(0.5, "a fraction")
+    fast: bool = setting(True, "go fast", off_flag="--slow")
+    topics: tuple[str, ...] = setting(("a", "b"), "topics")
+    ports: tuple[int, ...] = setting((), "ports")
+    size: int = setting(1, "a size", choices=(1, 3))
+    where: Path = setting(Path("/tmp/x"), "a folder", env="DEMO_FOLDER")
+
+
+def parse(argv: list[str], env: dict[str, str] | None = None, cls: type[Settings] = Demo):
+    parser = argparse.ArgumentParser()
+    cls.add_arguments(parser)
+    return cls.from_args(parser.parse_args(argv), env=env or {})
+
+
+def test_flag_beats_env_beats_default():
+    assert parse([]).count == 3
+    assert parse([], {"DEMO_COUNT": "7"}).count == 7
+    assert parse(["--count", "9"], {"DEMO_COUNT": "7"}).count == 9
+    assert parse([], {"DEMO_FOLDER": "/srv/y"}).where == Path("/srv/y")  # an explicit env name
+
+
+def test_keyword_values_beat_flag_and_env_and_unknown_keywords_are_refused():
+    parser = argparse.ArgumentParser()
+    Demo.add_arguments(parser)
+    args = parser.parse_args(["--count", "9"])
+    assert Demo.from_args(args, env={"DEMO_COUNT": "7"}, count=11).count == 11
+    with pytest.raises(TypeError, match="nope"):
+        Demo.from_args(args, env={}, nope=1)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("yes", True), ("ON", True), ("1", True), ("false", False), ("no", False), ("0", False)],
+)
+def test_bool_from_env(raw, expected):
+    assert parse([], {"DEMO_FAST": raw}).fast is expected
+
+
+def test_bool_flags_and_off_flag():
+    assert parse([]).fast is True
+    assert parse(["--no-fast"]).fast is False
+    assert parse(["--slow"]).fast is False
+    assert parse(["--fast"], {"DEMO_FAST": "false"}).fast is True
+
+
+def test_tuple_and_number_conversion():
+    s = parse(["--topics", " x, y,,z ", "--ports", "9092,9093", "--ratio", "0.25"])
+    assert s.topics == ("x", "y", "z")
+    assert s.ports == (9092, 9093)
+    assert s.ratio == 0.25
+    assert parse([]).topics == ("a", "b")
+
+
+def test_int_choices_are_accepted_from_flag_and_checked_from_env():
+    assert parse(["--size", "3"]).size == 3
+    with pytest.raises(SettingsError, match=r"^DEMO_SIZE: 2 is not one of 1, 3$"):
+        parse([], {"DEMO_SIZE": "2"})
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (["--count", "x"], {}, r"^--count: expected an integer, got 'x'$"),
+        ([], {"DEMO_COUNT": "x"}, r"^DEMO_COUNT: expected an integer, got 'x'$"),
+        ([], {"DEMO_RATIO": "half"}, r"^DEMO_RATIO: expected a number"),
+        ([], {"DEMO_FAST": "maybe"}, r"^DEMO_FAST: expected true or false"),
+        ([], {"DEMO_PORTS": "1,b"}, r"^DEMO_PORTS: expected an integer, got 'b'$"),
+        (["--count", "0"], {}, r"^--count: must be >= 1, got '0'$"),
+    ],
+)
+def test_bad_values_name_the_flag_or_env_var(argv, env, message):
+    with pytest.raises(SettingsError, match=message):
+        parse(argv, env)
+
+
+def test_help_lists_default_and_env_var():
+    parser = argparse.ArgumentParser()
+    Demo.add_arguments(parser)
+    text = " ".join(parser.format_help().split())  # argparse wraps lines
+    assert "how many (default: 3; env DEMO_COUNT)" in text
+    assert "topics (default: a,b; env DEMO_TOPICS)" in text
+    assert "ports (default: none; env DEMO_PORTS)" in text
+    assert "a folder (default: /tmp/x; env DEMO_FOLDER)" in text
+    assert "--slow" in text and "--no-fast" in text
+
+
+def test_only_limits_the_flags_but_not_the_environment():
+    parser = argparse.ArgumentParser()
+    ConnectionSettings.add_arguments(parser, only=("state_dir",))
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--bootstrap", "h:1"])
+    args = parser.parse_args(["--state-dir", "/tmp/s"])
+    conn = ConnectionSettings.from_args(args, env={"BALLAST_BOOTSTRAP_SERVERS": "h:2"})
+    assert conn.state_dir == Path("/tmp/s") and conn.bootstrap == "h:2"
+
+
+def test_layout_settings_env_names_and_layout():
+    env = {"BALLAST_TOPIC_PREFIX": "p", "BALLAST_WORKERS": "5", "BALLAST_INPUT_PARTITIONS": "2"}
+    layout = LayoutSettings.from_args(None, env=env).layout()
+    assert (layout.name("routed"), layout.workers, layout.input_partitions) == ("p.routed", 5, 2)
+    with pytest.raises(SettingsError, match=r"^BALLAST_WORKERS: must be >= 1"):
+        LayoutSettings.from_args(None, env={"BALLAST_WORKERS": "0"})
+
+
+def test_bootstrap_flag_then_recorded_stack_then_localhost(tmp_path):
+    from ballast.devstack.stack import NodeState, StackState
+
+    empty = ConnectionSettings.from_args(None, env={}, state_dir=tmp_path / "none")
+    assert empty.bootstrap_servers() == "127.0.0.1:9092"
+    node = NodeState(1, 41234, 41235, str(tmp_path / "d"), str(tmp_path / "c"), str(tmp_path / "l"))
+    StackState(str(tmp_path), "cid", [node]).save()
+    assert ConnectionSettings.from_args(None, env={}, state_dir=tmp_path).bootstrap_servers() == (
+        "127.0.0.1:41234"
+    )
+    given = ConnectionSettings.from_args(None, env={"BALLAST_BOOTSTRAP_SERVERS": "h:9"}, state_dir=tmp_path)
+    assert given.bootstrap_servers() == "h:9"
+
+
+def test_mutable_defaults_are_refused():
+    with pytest.raises(TypeError, match="immutable"):
+        setting([], "a list")
