@@ -8,6 +8,10 @@ fixture both call :func:`start_stack`, so what tests exercise is what users run.
 State lives in one folder (``stack.json`` plus per-node data and logs). ``down`` stops exactly the
 pids recorded there, after checking each pid still runs a command that names this folder, so a
 recycled pid is never signalled.
+
+How the JVMs run (java executable, heaps) is a :class:`~ballast.settings.StackSettings`, passed in
+by the caller; nothing is read from the environment here. Long steps report what they do through
+an optional ``progress`` callback (``ballast stack up`` prints it), never by printing themselves.
 """
 
 from __future__ import annotations
@@ -21,16 +25,23 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from string import Template
 
 from ballast.paths import DEPLOY_DIR, classpath
+from ballast.settings import StackSettings
+from ballast.waiting import WaitTimeout, wait_until
 
 STATE_FILE = "stack.json"
-JAVA = os.environ.get("BALLAST_JAVA", shutil.which("java") or "java")
-BROKER_HEAP = os.environ.get("BALLAST_BROKER_HEAP", "768m")
-CONNECT_HEAP = os.environ.get("BALLAST_CONNECT_HEAP", "512m")
+PROGRESS_EVERY = 5.0  # seconds between "still waiting" progress lines
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_message: str) -> None:
+    """The default progress hook: say nothing."""
 
 
 class StackError(RuntimeError):
@@ -148,9 +159,11 @@ def pid_alive(pid: int | None, marker: str | None = None) -> bool:
     return marker is None or marker in cmdline
 
 
-def _java(main: str, args: list[str], cp: str, heap: str, log: Path) -> subprocess.Popen[bytes]:
+def _java(
+    main: str, args: list[str], cp: str, heap: str, log: Path, java: str = "java"
+) -> subprocess.Popen[bytes]:
     cmd = [
-        JAVA,
+        java,
         f"-Xmx{heap}",
         "-Xms128m",
         "-XX:+UseG1GC",
@@ -163,7 +176,12 @@ def _java(main: str, args: list[str], cp: str, heap: str, log: Path) -> subproce
     ]
     with open(log, "ab") as out:
         # A new session: the stack outlives `ballast stack up` and ignores the caller's Ctrl-C.
-        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:
+            raise StackError(
+                f"cannot run java ({java!r}: {exc.strerror}); install a JDK 17+ or set --java / BALLAST_JAVA"
+            ) from None
 
 
 def _render(template: Path, target: Path, **values: object) -> None:
@@ -217,24 +235,33 @@ def _write_broker_config(node: NodeState, voters: str, replication: int) -> None
     )
 
 
-def _format_storage(nodes: list[NodeState], cluster_id: str, cp: str) -> None:
+def _format_storage(
+    nodes: list[NodeState], cluster_id: str, cp: str, java: str = "java", progress: Progress = _quiet
+) -> None:
     procs = []
     for node in nodes:
         if (Path(node.data_dir) / "meta.properties").exists():
             continue
+        progress(f"formatting storage of node {node.node_id}…")
         args = ["format", f"--cluster-id={cluster_id}", "-c", node.config, "--ignore-formatted"]
-        procs.append((node, _java("kafka.tools.StorageTool", args, cp, "256m", Path(node.log))))
+        procs.append((node, _java("kafka.tools.StorageTool", args, cp, "256m", Path(node.log), java)))
     for node, proc in procs:
         if proc.wait(timeout=120) != 0:
             raise StackError(f"formatting KRaft storage of node {node.node_id} failed:\n{_tail(node.log)}")
 
 
-def start_node(state: StackState, node_id: int) -> None:
+def start_node(
+    state: StackState, node_id: int, settings: StackSettings | None = None, progress: Progress = _quiet
+) -> None:
     """Start one broker process of a recorded stack (used by `up` and by failure tests)."""
+    settings = settings or StackSettings()
     node = state.node(node_id)
     if pid_alive(node.pid, state.state_dir):
+        progress(f"broker {node.node_id} already running on {node.bootstrap} (pid {node.pid})")
         return
-    proc = _java("kafka.Kafka", [node.config], classpath("kafka"), BROKER_HEAP, Path(node.log))
+    progress(f"starting broker {node.node_id} on {node.bootstrap}…")
+    cp = classpath("kafka")
+    proc = _java("kafka.Kafka", [node.config], cp, settings.broker_heap, Path(node.log), settings.java)
     node.pid = proc.pid
     state.save()
 
@@ -266,8 +293,28 @@ def stop_node(state: StackState, node_id: int, hard: bool = False) -> None:
     state.save()
 
 
+class _Ticker:
+    """Calls ``progress`` with the elapsed time, at most every :data:`PROGRESS_EVERY` seconds."""
+
+    def __init__(self, what: str, progress: Progress) -> None:
+        self.what = what
+        self.progress = progress
+        self.start = time.monotonic()
+        self.next = self.start + PROGRESS_EVERY
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if now >= self.next:
+            self.progress(f"{self.what}… ({now - self.start:.0f} s)")
+            self.next = now + PROGRESS_EVERY
+
+
 def wait_for_cluster(
-    bootstrap: str, brokers: int, timeout: float = 120.0, logs: list[str] | None = None
+    bootstrap: str,
+    brokers: int,
+    timeout: float = 120.0,
+    logs: list[str] | None = None,
+    progress: Progress = _quiet,
 ) -> None:
     """Block until ``brokers`` brokers answer a metadata request (and a controller is elected)."""
     from confluent_kafka.admin import AdminClient
@@ -275,26 +322,39 @@ def wait_for_cluster(
     admin = AdminClient(
         {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 2000, "log_level": 0}
     )
-    deadline = time.monotonic() + timeout
-    last_error = "no answer"
-    while time.monotonic() < deadline:
+    last = ["no answer"]
+    progress(f"waiting for the cluster at {bootstrap}…")
+    tick = _Ticker("waiting for the cluster", progress)
+
+    def ready() -> bool:
+        tick()
         try:
             md = admin.list_topics(timeout=3)
-            if len(md.brokers) >= brokers and md.controller_id >= 0:
-                return
-            last_error = f"{len(md.brokers)} of {brokers} brokers, controller {md.controller_id}"
         except Exception as exc:  # KafkaException while the JVM starts
-            last_error = str(exc)
-        time.sleep(0.5)
-    tails = "\n".join(f"--- {log}\n{_tail(log)}" for log in (logs or []))
-    raise StackError(f"cluster at {bootstrap} not ready after {timeout:.0f}s ({last_error})\n{tails}")
+            last[0] = str(exc)
+            return False
+        last[0] = f"{len(md.brokers)} of {brokers} brokers, controller {md.controller_id}"
+        return len(md.brokers) >= brokers and md.controller_id >= 0
+
+    try:
+        wait_until(ready, timeout, f"cluster at {bootstrap}", interval=0.5, describe=lambda: last[0])
+    except WaitTimeout as exc:
+        tails = "\n".join(f"--- {log}\n{_tail(log)}" for log in (logs or []))
+        raise StackError(f"{exc}\n{tails}") from None
 
 
 # --- Connect ----------------------------------------------------------------------------------------
 
 
-def start_connect(state: StackState, rest_port: int | None = None, timeout: float = 180.0) -> ConnectState:
+def start_connect(
+    state: StackState,
+    rest_port: int | None = None,
+    timeout: float = 180.0,
+    settings: StackSettings | None = None,
+    progress: Progress = _quiet,
+) -> ConnectState:
     """Start a Kafka Connect worker in distributed mode against the stack and wait for its REST API."""
+    settings = settings or StackSettings()
     connect_dir = Path(state.state_dir) / "connect"
     connect_dir.mkdir(parents=True, exist_ok=True)
     cs = state.connect or ConnectState(
@@ -309,15 +369,19 @@ def start_connect(state: StackState, rest_port: int | None = None, timeout: floa
         rest_port=cs.rest_port,
         replication=state.replication,
     )
-    if not pid_alive(cs.pid, state.state_dir):
+    if pid_alive(cs.pid, state.state_dir):
+        progress(f"Kafka Connect already running at {cs.url} (pid {cs.pid})")
+    else:
+        progress(f"starting Kafka Connect on {cs.url}…")
         main = "org.apache.kafka.connect.cli.ConnectDistributed"
-        proc = _java(main, [cs.config], classpath("kafka"), CONNECT_HEAP, Path(cs.log))
+        cp = classpath("kafka")
+        proc = _java(main, [cs.config], cp, settings.connect_heap, Path(cs.log), settings.java)
         cs.pid = proc.pid
     state.connect = cs
     state.save()
     from ballast.devstack.connect import wait_for_connect
 
-    wait_for_connect(cs.url, timeout=timeout, log=cs.log)
+    wait_for_connect(cs.url, timeout=timeout, log=cs.log, progress=progress)
     return cs
 
 
@@ -331,12 +395,15 @@ def start_stack(
     ports: list[int] | None = None,
     connect_port: int | None = None,
     timeout: float = 180.0,
+    settings: StackSettings | None = None,
+    progress: Progress = _quiet,
 ) -> StackState:
     """Format (first time only) and start a KRaft cluster, optionally with Connect; idempotent.
 
     An existing, running stack in ``state_dir`` is reused; a recorded but stopped one is restarted
-    with its data.
+    with its data. ``progress`` receives one line per step ("starting broker 1 on …").
     """
+    settings = settings or StackSettings()
     state_dir = Path(state_dir).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -356,15 +423,26 @@ def start_stack(
     for node in state.nodes:
         _write_broker_config(node, voters, state.replication)
     state.save()
-    _format_storage(state.nodes, state.cluster_id, cp)
+    _format_storage(state.nodes, state.cluster_id, cp, settings.java, progress)
     for node in state.nodes:
         if not pid_alive(node.pid, str(state_dir)) and port_open(node.port):
             raise StackError(f"port {node.port} is taken by another process; choose other ports")
-        start_node(state, node.node_id)
-    wait_for_cluster(state.bootstrap, brokers, timeout=timeout, logs=[n.log for n in state.nodes])
+        start_node(state, node.node_id, settings, progress)
+    logs = [n.log for n in state.nodes]
+    wait_for_cluster(state.bootstrap, brokers, timeout=timeout, logs=logs, progress=progress)
     if connect:
-        start_connect(state, rest_port=connect_port, timeout=timeout)
+        start_connect(state, rest_port=connect_port, timeout=timeout, settings=settings, progress=progress)
     return state
+
+
+def running_stack(state_dir: str | Path) -> StackState | None:
+    """The stack recorded in ``state_dir`` if every broker of it runs, else None."""
+    try:
+        state = StackState.load(Path(state_dir).resolve())
+    except StackError:
+        return None
+    marker = state.state_dir
+    return state if state.nodes and all(pid_alive(n.pid, marker) for n in state.nodes) else None
 
 
 def stop_stack(state_dir: str | Path, purge: bool = False) -> StackState | None:
