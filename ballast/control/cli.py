@@ -3,149 +3,188 @@
 Why a CLI before the controller exists: tests, demos and operators need to move keys, scale and
 shed; going through :class:`~ballast.control.log.ControlLogWriter` means the same dense-epoch,
 fenced, validated path the controller (a later issue) will use.
+
+Settings come from :mod:`ballast.settings` only: the connection (``--bootstrap``, ``--state-dir``),
+the topic layout (topic names, ``--active-workers`` for epoch 0) and the issuer. The writer's
+transactional id is derived from the control topic by :mod:`ballast.control.log`, so every writer
+of one control log fences every other.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
+from dataclasses import dataclass
+from typing import ClassVar
 
-from ballast.kafka.config import KafkaConfig
-
-
-def _topic(args: argparse.Namespace) -> str:
-    return args.control_topic or f"{args.prefix}.control"
+from ballast.settings import ConnectionSettings, LayoutSettings, Settings, setting
 
 
-def _initial(args: argparse.Namespace, kafka: KafkaConfig):  # -> ControlState
-    from ballast.control.log import ControlState
-    from ballast.kafka.clients import make_admin
-
-    routed = args.routed_topic or f"{args.prefix}.routed"
-    meta = make_admin(kafka).list_topics(routed, timeout=10).topics.get(routed)
-    partitions = len(meta.partitions) if meta is not None and meta.error is None and meta.partitions else None
-    workers = args.workers or partitions or 8
-    return ControlState(num_workers=workers, max_workers=partitions)
+class UsageError(ValueError):
+    """A flag's value cannot be understood (``--assign k=x``): one line, exit code 2."""
 
 
-def _pairs(items: list[str], cast: type) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for item in items:
-        key, sep, value = item.rpartition("=")
-        if not sep or not key:
-            raise SystemExit(f"expected KEY=VALUE, got {item!r}")
-        out[key] = cast(value)
-    return out
+@dataclass(frozen=True)
+class ControlSettings(Settings):
+    """Who writes control events by hand."""
+
+    ENV_PREFIX: ClassVar[str] = "BALLAST_CONTROL_"
+
+    issuer: str = setting("ballast-control-cli", "issuer name stored in each event")
 
 
-def build_event(args: argparse.Namespace, state) -> tuple[str, dict]:  # state: ControlState
-    """(type, body) from the flags; exactly one kind per command."""
-    from ballast.control import log as cl
+@dataclass(frozen=True)
+class EventRequest:
+    """What ``control send`` was asked to write, parsed before any broker is contacted."""
 
+    kind: str  # "update" | "snapshot" | "scale" | "shed"
+    assign: dict[str, int]
+    unassign: tuple[str, ...]
+    scale: int | None
+    shed: tuple[str, float] | None
+    reason: str
+
+
+def _pair(flag: str, item: str, cast: type, what: str) -> tuple[str, object]:
+    key, sep, value = item.rpartition("=")
+    if not sep or not key:
+        raise UsageError(f"{flag}: expected {what}, got {item!r}")
+    try:
+        return key, cast(value)
+    except ValueError:
+        raise UsageError(f"{flag}: expected {what}, got {item!r}") from None
+
+
+def parse_request(args: argparse.Namespace) -> EventRequest:
+    """The event the flags ask for; exactly one kind per command (a :class:`UsageError` otherwise)."""
     kinds = [bool(args.assign or args.unassign), args.snapshot, args.scale is not None, bool(args.shed)]
     if sum(kinds) != 1:
-        raise SystemExit("give exactly one of --assign/--unassign, --snapshot, --scale, --shed")
-    if args.assign or args.unassign:
-        return cl.routing_update(_pairs(args.assign, int), args.unassign, args.reason)  # type: ignore[arg-type]
-    if args.snapshot:
-        return cl.table_snapshot(state)
-    if args.scale is not None:
-        return cl.scale(args.scale, args.reason)
-    ((target, p),) = _pairs([args.shed], float).items()
-    return cl.shedding(target, float(p), args.reason)  # type: ignore[arg-type]
+        raise UsageError("give exactly one of --assign/--unassign, --snapshot, --scale, --shed")
+    assign = dict(_pair("--assign", a, int, "KEY=WORKER with an integer WORKER") for a in args.assign)
+    shed = None
+    if args.shed:
+        target, p = _pair("--shed", args.shed, float, "TARGET=P with a probability P")
+        shed = (target, float(p))  # type: ignore[arg-type]
+    if args.scale is not None and args.scale < 1:
+        raise UsageError(f"--scale: expected a number of workers >= 1, got {args.scale}")
+    kind = "update" if kinds[0] else "snapshot" if args.snapshot else "scale" if kinds[2] else "shed"
+    return EventRequest(kind, assign, tuple(args.unassign), args.scale, shed, args.reason)  # type: ignore[arg-type]
+
+
+def build_event(request: EventRequest, state) -> tuple[str, dict]:  # state: ControlState
+    """(type, body) of the requested event against the current folded ``state``."""
+    from ballast.control import state as cs
+
+    if request.kind == "update":
+        return cs.routing_update(request.assign, request.unassign, request.reason)
+    if request.kind == "snapshot":
+        return cs.table_snapshot(state)
+    if request.kind == "scale":
+        assert request.scale is not None
+        return cs.scale(request.scale, request.reason)
+    assert request.shed is not None
+    return cs.shedding(request.shed[0], request.shed[1], request.reason)
+
+
+def _open(args: argparse.Namespace):  # -> (KafkaConfig, control topic, initial ControlState)
+    """Check the broker, then the topics; the initial state comes from the routed partitions."""
+    from ballast.control.state import initial_state
+    from ballast.kafka.admin import make_admin, partition_count
+
+    layout_settings = LayoutSettings.from_args(args)
+    kafka = ConnectionSettings.from_args(args).checked_kafka_config("ballast-control")
+    layout = layout_settings.layout()
+    admin = make_admin(kafka)
+    routed = partition_count(admin, layout.name("routed"), timeout=5)
+    control = layout.name("control")
+    partition_count(admin, control, timeout=5)  # exists, or a one-line TopicMissingError
+    return kafka, control, initial_state(routed, layout_settings.active_workers)
+
+
+def _event_json(e: dict, with_issuer: bool = False) -> str:
+    out = {"epoch": e["epoch"], "type": e["type"]}
+    if with_issuer:
+        out["issuer"] = e["issuer"]
+    return json.dumps({**out, "payload": e["payload"][1]}, default=repr)
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    from ballast.cli import resolve_bootstrap
     from ballast.control.log import ControlLogWriter
 
-    kafka = KafkaConfig(bootstrap_servers=resolve_bootstrap(args), client_id="ballast-control")
-    writer = ControlLogWriter(
-        kafka, _topic(args), _initial(args, kafka), transactional_id=args.transactional_id, issuer=args.issuer
-    )
+    request = parse_request(args)  # user errors first, before any broker is contacted
+    issuer = ControlSettings.from_args(args).issuer
+    kafka, topic, initial = _open(args)
+    writer = ControlLogWriter(kafka, topic, initial, issuer=issuer)
     try:
-        etype, body = build_event(args, writer.current_state())
-        event = writer.send(etype, body)
+        event = writer.send(*build_event(request, writer.current_state()))
     finally:
         writer.close()
-    print(json.dumps({"epoch": event["epoch"], "type": event["type"], "payload": event["payload"][1]}))
+    print(_event_json(event))
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from ballast.cli import resolve_bootstrap
     from ballast.control.log import ControlLogReader
 
-    kafka = KafkaConfig(bootstrap_servers=resolve_bootstrap(args), client_id="ballast-control")
-    reader = ControlLogReader(kafka, _topic(args), _initial(args, kafka))
+    kafka, topic, initial = _open(args)
+    reader = ControlLogReader(kafka, topic, initial)
     try:
         events = reader.read_to_end()
     finally:
         reader.close()
     for e in events:
-        print(
-            json.dumps(
-                {"epoch": e["epoch"], "type": e["type"], "issuer": e["issuer"], "payload": e["payload"][1]},
-                default=repr,
-            )
-        )
+        print(_event_json(e, with_issuer=True))
     s = reader.state
-    print(
-        json.dumps(
-            {
-                "epoch": s.epoch,
-                "num_workers": s.num_workers,
-                "table_size": len(s.table),
-                "keep_probability": dict(s.keep_probability),
-            }
-        )
-    )
+    folded = {
+        "epoch": s.epoch,
+        "num_workers": s.num_workers,
+        "table_size": len(s.table),
+        "keep_probability": dict(s.keep_probability),
+    }
+    print(json.dumps(folded))
     return 0
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap", help="bootstrap servers (env BALLAST_BOOTSTRAP_SERVERS)")
-    p.add_argument("--prefix", default=os.environ.get("BALLAST_TOPIC_PREFIX", "ballast"))
-    p.add_argument(
-        "--control-topic", default=os.environ.get("BALLAST_CONTROL_TOPIC"), help="default <prefix>.control"
-    )
-    p.add_argument(
-        "--routed-topic",
-        default=os.environ.get("BALLAST_ROUTED_TOPIC"),
-        help="default <prefix>.routed (its partition count bounds worker ids)",
-    )
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=int(os.environ.get("BALLAST_WORKERS", "0")),
-        help="active workers at epoch 0 (default: routed topic partitions)",
-    )
+    ConnectionSettings.add_arguments(p)
+    LayoutSettings.add_arguments(p, only=("prefix", "active_workers"))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     control = subparsers.add_parser("control", help="the control log").add_subparsers(
-        dest="action", required=True
+        dest="action", required=True, metavar="ACTION"
     )
-    send = control.add_parser("send", help="append one control event with epoch = last + 1")
+    send = control.add_parser(
+        "send",
+        help="append one control event with epoch = last + 1",
+        description="Append one control event (epoch = last + 1) to <prefix>.control, validated against "
+        "the folded log: a worker id outside the routed partitions is refused.",
+    )
     _common(send)
-    send.add_argument(
-        "--assign", action="append", default=[], metavar="KEY=WORKER", help="ROUTING_UPDATE entry"
+    ControlSettings.add_arguments(send)
+    event = send.add_argument_group("the event (exactly one kind)")
+    event.add_argument(
+        "--assign",
+        action="append",
+        default=[],
+        metavar="KEY=WORKER",
+        help="ROUTING_UPDATE entry (repeatable)",
     )
-    send.add_argument("--unassign", action="append", default=[], metavar="KEY", help="return KEY to the hash")
-    send.add_argument("--snapshot", action="store_true", help="TABLE_SNAPSHOT of the current folded state")
-    send.add_argument("--scale", type=int, default=None, metavar="N", help="SCALE to N active workers")
-    send.add_argument(
+    event.add_argument(
+        "--unassign", action="append", default=[], metavar="KEY", help="return KEY to the hash (repeatable)"
+    )
+    event.add_argument("--snapshot", action="store_true", help="TABLE_SNAPSHOT of the current folded state")
+    event.add_argument("--scale", type=int, default=None, metavar="N", help="SCALE to N active workers")
+    event.add_argument(
         "--shed", default=None, metavar="TARGET=P", help="SHEDDING: keep-probability P for TARGET"
     )
-    send.add_argument("--reason", default="", help="free text stored in the event")
-    send.add_argument("--issuer", default=os.environ.get("BALLAST_CONTROL_ISSUER", "ballast-control-cli"))
-    send.add_argument(
-        "--transactional-id",
-        default=os.environ.get("BALLAST_CONTROL_TXN_ID", "ballast-control-writer"),
-        help="fixed id: a second writer with the same id fences the first",
+    event.add_argument("--reason", default="", help="free text stored in the event")
+    send.set_defaults(func=cmd_send, one_shot=True)  # librdkafka warnings only with --debug
+    show = control.add_parser(
+        "show",
+        help="print the events and the folded state",
+        description="Print every committed event of <prefix>.control (one JSON object per line), then the "
+        "folded state.",
     )
-    send.set_defaults(func=cmd_send)
-    show = control.add_parser("show", help="print the events and the folded state")
     _common(show)
-    show.set_defaults(func=cmd_show)
+    show.set_defaults(func=cmd_show, one_shot=True)

@@ -1,4 +1,5 @@
-"""The ``ballast`` command as a user runs it: stack up / status / topics / down on a private folder."""
+"""The ``ballast`` command as a user runs it: stack up / status / topics / down on a private folder,
+``topics list`` against the broker, control events by hand, and one-line errors (acceptance 6)."""
 
 from __future__ import annotations
 
@@ -6,59 +7,172 @@ import json
 import os
 import subprocess
 import sys
+import time
 
-from ballast.devstack.stack import pid_alive
+import pytest
+
+from ballast.devstack.stack import NodeState, StackState, free_port, pid_alive
+from ballast.paths import DEPLOY_DIR
+
+SAMPLE = DEPLOY_DIR / "sample" / "events.jsonl"
+
+# the tests set what they need; a developer's own BALLAST_* settings must not leak in
+ENV = {k: v for k, v in os.environ.items() if not k.startswith("BALLAST_")}
 
 
-def ballast(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def ballast(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
         [sys.executable, "-m", "ballast.cli", *args],
         capture_output=True,
         text=True,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "300"},  # rich wraps tables to the terminal width
+        timeout=timeout,
+        env=ENV,
     )
     if check:
         assert done.returncode == 0, f"ballast {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
     return done
 
 
+def lines_of(done: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+
+
 def test_stack_lifecycle_and_topics(tmp_path):
     state = str(tmp_path / "stack")
-    assert "no stack recorded" in ballast("--state-dir", state, "stack", "status", check=False).stdout
-    ballast("--state-dir", state, "stack", "up")
+    missing = ballast("stack", "status", "--state-dir", state, check=False)
+    assert missing.returncode == 1 and lines_of(missing) == [
+        f"error: no stack recorded in {state} (nothing to do; start one with `ballast stack up`)"
+    ]
+    up = ballast("stack", "up", "--state-dir", state)
+    # progress while it starts (stderr), the result on stdout
+    for step in (
+        "formatting storage of node 1…",
+        "starting broker 1 on 127.0.0.1:",
+        "waiting for the cluster",
+    ):
+        assert step in up.stderr, up.stderr
+    assert up.stdout.startswith("stack up in ")
     try:
-        status = json.loads(ballast("--state-dir", state, "stack", "status", "--json").stdout)
+        status = json.loads(ballast("stack", "status", "--json", "--state-dir", state).stdout)
         node = status["nodes"][0]
         assert node["running"] and pid_alive(node["pid"], state)
-        # `up` again is a no-op on a running stack: same pid
-        ballast("--state-dir", state, "stack", "up")
-        again = json.loads(ballast("--state-dir", state, "stack", "status", "--json").stdout)
-        assert again["nodes"][0]["pid"] == node["pid"]
+        # `up` again on a running stack: says so, restarts nothing
+        again = ballast("stack", "up", "--state-dir", state)
+        assert lines_of(again) == [f"stack already running at 127.0.0.1:{node['port']} (state {state})"]
+        status = json.loads(ballast("stack", "status", "--json", "--state-dir", state).stdout)
+        assert status["nodes"][0]["pid"] == node["pid"]
 
         # topics: no address needed, the CLI reads it from the state folder
-        first = ballast("--state-dir", state, "topics", "create", "--workers", "4").stdout
+        first = ballast("topics", "create", "--workers", "4", "--state-dir", state).stdout
         assert "created  ballast.routed" in first
-        second = ballast("--state-dir", state, "topics", "create", "--workers", "4").stdout
+        second = ballast("topics", "create", "--workers", "4", "--state-dir", state).stdout
         assert "exists   ballast.routed" in second and "created" not in second
-        clash = ballast("--state-dir", state, "topics", "create", "--workers", "6", check=False)
+        clash = ballast("topics", "create", "--workers", "6", "--state-dir", state, check=False)
         assert clash.returncode == 2
-        assert "ballast.routed: has 4 partitions, Ballast needs 6" in clash.stdout
+        assert clash.stderr.startswith("error: existing topics contradict Ballast's layout")
+        assert "ballast.routed: has 4 partitions, Ballast needs 6" in clash.stderr
+        assert "Traceback" not in clash.stderr
     finally:
-        ballast("--state-dir", state, "stack", "down")
+        ballast("stack", "down", "--state-dir", state)
     assert not pid_alive(node["pid"])
-    down_again = ballast("--state-dir", state, "stack", "status", "--json").stdout
+    down_again = ballast("stack", "status", "--json", "--state-dir", state).stdout
     assert json.loads(down_again)["nodes"][0]["running"] is False
+    # a stopped stack: the broker check says which stack to start
+    stopped = ballast("topics", "list", "--state-dir", state, check=False)
+    assert stopped.returncode == 1
+    assert lines_of(stopped) == [
+        f"error: no broker at 127.0.0.1:{node['port']}: the stack recorded in {state} is not running — "
+        f"start it with `ballast stack up --state-dir {state}` or pass --bootstrap"
+    ]
 
 
-def test_topics_list_prints_the_layout():
-    out = ballast("topics", "list", "--workers", "5").stdout
-    for name in (
-        "ballast.input",
-        "ballast.routed",
-        "ballast.control",
-        "ballast.metrics",
-        "ballast.output",
-        "ballast.dead-letter",
-    ):
-        assert name in out
+def test_topics_list_planned_needs_no_broker():
+    out = ballast("topics", "list", "--planned", "--workers", "5", "--bootstrap", "127.0.0.1:1").stdout
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[2:]}
+    assert rows["routed"][1:3] == ["ballast.routed", "5"]
+    assert rows["dead_letter"][1] == "ballast.dead-letter"
+    assert "cleanup.policy=delete" in rows["control"]
+
+
+def test_topics_list_shows_what_the_broker_has(bootstrap, unique):
+    prefix = unique("cli-list")
+    conn = ("--bootstrap", bootstrap, "--prefix", prefix)
+    before = json.loads(ballast("topics", "list", "--json", *conn).stdout)
+    assert {r["status"] for r in before} == {"missing"} and {r["partitions"] for r in before} == {None}
+
+    ballast("topics", "create", "--workers", "3", "--input-partitions", "2", *conn)
+    report = json.loads(
+        ballast("topics", "list", "--json", "--workers", "3", "--input-partitions", "2", *conn).stdout
+    )
+    by_role = {r["role"]: r for r in report}
+    assert set(by_role) == {"input", "routed", "control", "metrics", "output", "dead_letter"}
+    assert by_role["routed"]["name"] == f"{prefix}.routed"
+    assert (by_role["routed"]["partitions"], by_role["input"]["partitions"]) == (3, 2)
+    assert by_role["control"]["config"] == {
+        "cleanup.policy": "delete",
+        "retention.ms": "-1",
+        "retention.bytes": "-1",
+    }
+    assert {r["status"] for r in report} == {"ok"}
+
+    # expecting 5 workers: the broker's 3 partitions are shown as a conflict, nothing is cut
+    wide = ballast("topics", "list", "--workers", "5", "--input-partitions", "2", *conn).stdout
+    routed = next(line for line in wide.splitlines() if line.startswith("routed "))
+    assert routed.split() == ["routed", f"{prefix}.routed", "5", "3", "-", "conflict"]
+    assert f"conflict: {prefix}.routed: has 3 partitions, Ballast needs 5" in wide
+
+
+def test_control_send_refuses_a_bad_worker_in_one_line(bootstrap, unique):
+    conn = ("--bootstrap", bootstrap, "--prefix", unique("cli-control"))
+    ballast("topics", "create", "--workers", "4", *conn)
+
+    bad = ballast("control", "send", "--assign", "k=99", *conn, check=False)
+    assert bad.returncode == 2
+    assert lines_of(bad) == ["error: epoch 1: key 'k' -> worker 99 outside 0..3"]
+    not_a_number = ballast("control", "send", "--assign", "k=x", *conn, check=False)
+    assert not_a_number.returncode == 2
+    assert lines_of(not_a_number) == [
+        "error: --assign: expected KEY=WORKER with an integer WORKER, got 'k=x'"
+    ]
+
+    good = ballast("control", "send", "--assign", "k=3", "--reason", "hot", *conn)
+    assert json.loads(good.stdout)["epoch"] == 1 and lines_of(good) == [good.stdout.strip()]
+    shown = ballast("control", "show", *conn).stdout.splitlines()
+    assert json.loads(shown[0])["payload"]["assign"] == {"k": 3}
+    assert json.loads(shown[-1])["epoch"] == 1
+
+
+NO_BROKER_COMMANDS = {
+    "topics create": ["topics", "create", "--state-dir", "{tmp}"],
+    "topics list": ["topics", "list", "--state-dir", "{tmp}"],
+    "control show": ["control", "show", "--state-dir", "{tmp}"],
+    "control send": ["control", "send", "--assign", "k=1", "--state-dir", "{tmp}"],
+    "connect load": ["connect", "load", str(SAMPLE), "--url", "http://127.0.0.1:1", "--state-dir", "{tmp}"],
+    "router run": ["router", "run"],
+}
+
+
+@pytest.mark.parametrize("command", NO_BROKER_COMMANDS.values(), ids=NO_BROKER_COMMANDS.keys())
+def test_no_broker_is_one_line_within_seconds(command, tmp_path):
+    address = f"127.0.0.1:{free_port()}"
+    start = time.monotonic()
+    argv = [a.format(tmp=tmp_path) for a in command]
+    done = ballast(*argv, "--bootstrap", address, check=False, timeout=60)
+    elapsed = time.monotonic() - start
+    assert done.returncode != 0
+    assert elapsed < 10, f"{elapsed:.1f} s"
+    # one line, no librdkafka chatter, no traceback
+    lines = lines_of(done)
+    assert len(lines) == 1, done.stdout + done.stderr
+    assert lines[0].startswith(f"error: no broker at {address} — start one with `ballast stack up`"), lines
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    # a recorded stack whose broker port nothing listens on
+    node = NodeState(1, free_port(), free_port(), str(tmp_path), str(tmp_path), str(tmp_path / "log"))
+    StackState(str(tmp_path), "cid", [node]).save()
+    quiet = ballast("topics", "list", "--state-dir", str(tmp_path), check=False)
+    loud = ballast("--debug", "topics", "list", "--state-dir", str(tmp_path), check=False)
+    assert quiet.returncode == loud.returncode == 1
+    assert "Traceback" not in quiet.stderr and "Traceback (most recent call last)" in loud.stderr
+    assert "BrokerUnreachable" in loud.stderr

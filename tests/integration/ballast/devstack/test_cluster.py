@@ -25,7 +25,7 @@ def cluster(tmp_path_factory):
     state_dir = tmp_path_factory.mktemp("cluster")
     # through the real CLI, as a user would
     subprocess.run(
-        [sys.executable, "-m", "ballast.cli", "--state-dir", str(state_dir), "stack", "up", "--brokers", "3"],
+        [sys.executable, "-m", "ballast.cli", "stack", "up", "--brokers", "3", "--state-dir", str(state_dir)],
         check=True,
         timeout=300,
     )
