@@ -450,12 +450,11 @@ def exit_code(exc: BaseException) -> int | None:
     from ballast.control.state import ControlLogError
     from ballast.devstack.connect import ConnectError
     from ballast.devstack.stack import StackError
-    from ballast.kafka import topics
     from ballast.kafka.admin import BrokerUnreachable, TopicConflictError, TopicMissingError
     from ballast.paths import MissingJarsError
     from ballast.waiting import WaitTimeout
 
-    user = (SettingsError, UsageError, ControlUsageError, TopicConflictError, topics.TopicConflictError)
+    user = (SettingsError, UsageError, ControlUsageError, TopicConflictError)
     if isinstance(exc, (*user, ControlLogError)):
         return 2
     environment = (

@@ -156,6 +156,8 @@ class ControlLogWriter:
         return event
 
     def close(self) -> None:
+        """Flush and close the producer and the reader: no client outlives the writer."""
         self.producer.flush(10)
+        self.producer.close()
         if self._reader is not None:
             self._reader.close()

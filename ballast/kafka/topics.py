@@ -102,10 +102,6 @@ class TopicLayout:
         return self.specs()[role].name
 
 
-class TopicConflictError(RuntimeError):
-    """A topic exists with a partition count or config that contradicts its declaration."""
-
-
 def find_conflicts(spec: TopicSpec, partitions: int, config: Mapping[str, str]) -> list[str]:
     """Differences between a declared topic and the one on the cluster (empty list: compatible)."""
     problems = []
