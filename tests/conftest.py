@@ -31,9 +31,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def kafka_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """One real single-node KRaft broker for the whole session, stopped at the end."""
     from ballast.devstack.stack import start_stack, stop_stack
+    from ballast.settings import StackSettings
 
     state_dir = tmp_path_factory.mktemp("stack")
-    state = start_stack(state_dir, brokers=1)
+    state = start_stack(state_dir, brokers=1, settings=StackSettings.from_args())  # BALLAST_BROKER_HEAP …
     try:
         yield state
     finally:

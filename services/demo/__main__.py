@@ -8,7 +8,7 @@ import sys
 
 from rich.console import Console
 
-from ballast.settings import ConnectionSettings, LayoutSettings, SettingsError
+from ballast.settings import ConnectionSettings, LayoutSettings, SettingsError, StackSettings
 from services.demo.render import ConsoleProgress, render
 from services.demo.run import run_demo
 from services.demo.settings import DemoSettings
@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Ballast's live pipeline on the local stack: router, a Mixed plan, an epoch switch.",
     )
     ConnectionSettings.add_arguments(parser.add_argument_group("Kafka"))
+    StackSettings.add_arguments(parser.add_argument_group("local stack (started when no --bootstrap)"))
     LayoutSettings.add_arguments(parser.add_argument_group("topics"))
     DemoSettings.add_arguments(parser.add_argument_group("demo"))
     return parser
@@ -28,10 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        demo, connection, layout = (
+        demo, connection, layout, stack = (
             DemoSettings.from_args(args),
             ConnectionSettings.from_args(args),
             LayoutSettings.from_args(args),
+            StackSettings.from_args(args),
         )
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -39,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     # librdkafka's lines (WARNING and up, de-duplicated) say who is talking, like every other log
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     console = Console()
-    report = run_demo(demo, connection, layout, ConsoleProgress(console))
+    report = run_demo(demo, connection, layout, ConsoleProgress(console), stack)
     render(report, console)
     if demo.report_json:
         report.write_json(demo.report_json)

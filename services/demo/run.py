@@ -30,13 +30,13 @@ from typing import Protocol
 from ballast.avro.codec import AvroCodec
 from ballast.control.log import ControlLogWriter
 from ballast.control.state import initial_state, routing_update
-from ballast.devstack.stack import StackError, stack_status, start_stack, stop_stack
+from ballast.devstack.stack import running_stack, start_stack, stop_stack
 from ballast.kafka.admin import ensure_topics, make_admin
 from ballast.kafka.clients import make_producer, produce_all
 from ballast.kafka.config import KafkaConfig
 from ballast.kafka.reading import read_topic
 from ballast.kafka.topics import TopicLayout
-from ballast.settings import ConnectionSettings, LayoutSettings
+from ballast.settings import ConnectionSettings, LayoutSettings, StackSettings
 from ballast.waiting import wait_until
 from ballast.workload import input_events
 from services.controller.planning import plan_from_load
@@ -56,7 +56,11 @@ class DemoProgress(Protocol):
 
 
 def run_demo(
-    demo: DemoSettings, connection: ConnectionSettings, layout: LayoutSettings, progress: DemoProgress
+    demo: DemoSettings,
+    connection: ConnectionSettings,
+    layout: LayoutSettings,
+    progress: DemoProgress,
+    stack: StackSettings | None = None,
 ) -> DemoReport:
     """Run the demo against ``connection.bootstrap``, else the local stack in ``connection.state_dir``.
 
@@ -68,10 +72,10 @@ def run_demo(
     bootstrap = connection.bootstrap
     if not bootstrap:
         created = not stack_dir.exists()
-        started = not _running(stack_dir)
+        started = running_stack(stack_dir) is None
         if started:
             progress.status(f"starting a local Kafka broker (KRaft) in {stack_dir}…")
-        bootstrap = start_stack(stack_dir, brokers=1).bootstrap
+        bootstrap = start_stack(stack_dir, brokers=1, settings=stack).bootstrap
         progress.status(f"broker {'up' if started else 'already running'} at {bootstrap}")
     try:
         report = _run_pipeline(
@@ -84,14 +88,6 @@ def run_demo(
     report.started_stack = started
     report.stack_dir = str(stack_dir) if started or not connection.bootstrap else None
     return report
-
-
-def _running(stack_dir: Path) -> bool:
-    try:
-        nodes = stack_status(stack_dir)["nodes"]
-    except StackError:
-        return False
-    return bool(nodes) and all(n["running"] for n in nodes)  # type: ignore[union-attr]
 
 
 def _run_pipeline(
@@ -124,11 +120,12 @@ def _run_pipeline(
         commit_interval_ms=300,
         heavy_hitters_top=demo.tracked_keys,
     )
-    with RouterThread(Router.connect(settings, layout, cfg)) as live:
+    active = layout_settings.active_workers
+    with RouterThread(Router.connect(settings, layout, cfg, active_workers=active)) as live:
         live.wait_offered(half, "routing the first half (epoch 0: Kafka's hash)")
         time.sleep(2.5)  # let at least one more statistics interval (1 s) reach the metrics topic
         progress.status(f"router routed {live.totals.routed:,} records under epoch 0 (Kafka's murmur2 only)")
-        report.plan = _rebalance(cfg, layout, demo.theta, progress)
+        report.plan = _rebalance(cfg, layout, active, demo.theta, progress)
         wait_until(lambda: live.epoch >= report.plan.epoch, 60, "the router applying the new epoch")
         _produce(cfg, layout.name("input"), events[half:], progress, "producing the second half")
         live.wait_offered(len(events), "routing the second half (epoch 1: Mixed table)")
@@ -201,14 +198,16 @@ class RouterThread:
         wait_until(done, 120, what, describe=lambda: f"{self.totals.offered:,} of {offered:,} offered")
 
 
-def _rebalance(cfg: KafkaConfig, layout: TopicLayout, theta: float, progress: DemoProgress) -> PlanSummary:
+def _rebalance(
+    cfg: KafkaConfig, layout: TopicLayout, active_workers: int, theta: float, progress: DemoProgress
+) -> PlanSummary:
     """The controller's planning round, once: router load from the metrics topic -> Mixed plan -> epoch."""
-    load = read_router_load(cfg, layout.name("metrics"), layout.workers)
-    plan = plan_from_load(load, layout.workers, theta)
+    initial = initial_state(layout.workers, active_workers)
+    # the hash spreads keys over the active workers only; the routers count per routed partition
+    load = read_router_load(cfg, layout.name("metrics"), initial.num_workers)
+    plan = plan_from_load(load, initial.num_workers, theta)
     assign = {k.decode(): w for k, w in plan.table.items()}
-    writer = ControlLogWriter(
-        cfg, layout.name("control"), initial_state(layout.workers), issuer="ballast-demo"
-    )
+    writer = ControlLogWriter(cfg, layout.name("control"), initial, issuer="ballast-demo")
     try:
         event = writer.send(*routing_update(assign, reason="demo: Mixed plan from router heavy hitters"))
     finally:
