@@ -30,13 +30,16 @@ from ballast.kafka.admin import ensure_topics, make_admin
 from ballast.kafka.clients import produce_all
 from ballast.kafka.config import KafkaConfig
 from ballast.kafka.topics import TopicLayout, TopicSpec
+from ballast.waiting import wait_until
 from ballast.workload import key_name, zipf_key_ids
-from services.router.config import RouterConfig
+from services.router.config import RouterSettings
 from services.router.router import Router
 
 ROOT = Path(__file__).resolve().parents[2]
 BATCH = 10_000
 COMMIT_MS = 500
+APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
+FOREVER = 3600.0  # the benchmark has no deadline of its own; a stuck run ends here
 
 
 def log(msg: str) -> None:
@@ -150,32 +153,35 @@ def bare(kafka: KafkaConfig, src: str, dst: str, n: int, eos: bool) -> float:
     return n / elapsed
 
 
-def routed_run(
-    kafka: KafkaConfig, prefix: str, layout: TopicLayout, n: int, eos: bool, src: str, dst: str
-) -> float:
+def router_layout(admin, prefix: str) -> TopicLayout:
+    """A deployment of its own per router run (topic names come only from a layout); the routed
+    topic stamps LogAppendTime, which the latency phase reads."""
+    layout = TopicLayout(prefix=prefix, workers=8, input_partitions=4)
+    specs = layout.specs()
+    specs["routed"] = TopicSpec("routed", layout.name("routed"), 8, APPEND_TIME)
+    ensure_topics(admin, specs)
+    return layout
+
+
+def routed_run(kafka: KafkaConfig, layout: TopicLayout, n: int, eos: bool, src: str) -> float:
     group = f"router-{uuid.uuid4().hex[:8]}"
-    cfg = RouterConfig(
+    settings = RouterSettings(
         router_id="bench",
-        prefix=prefix,
         group_id=group,
         exactly_once=eos,
         batch_size=BATCH,
         commit_interval_ms=COMMIT_MS,
         input_topics=(src,),
-        routed_topic=dst,
     )
-    router = Router(cfg, kafka)
+    router = Router.connect(settings, layout, kafka)
     th = threading.Thread(target=router.run, daemon=True)
     th.start()
-    while router.totals.offered == 0:
-        time.sleep(0.005)
+    wait_until(lambda: router.totals.offered > 0, FOREVER, "the router's first record", interval=0.005)
     t0 = time.perf_counter()
-    while router.totals.offered < n:
-        time.sleep(0.005)
+    wait_until(lambda: router.totals.offered >= n, FOREVER, f"the router reading {n} records", interval=0.005)
     # the last records must be out too: wait for the commit covering them
     probe = Consumer(kafka.consumer(group, **{"client.id": "bench-probe"}))
-    while committed(probe, src, layout.input_partitions) < n:
-        time.sleep(0.05)
+    wait_until(lambda: committed(probe, src, 4) >= n, FOREVER, f"{n} input offsets committed", interval=0.05)
     elapsed = time.perf_counter() - t0
     probe.close()
     router.stop()
@@ -244,17 +250,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         kafka = KafkaConfig(bootstrap_servers=stack.bootstrap, client_id="bench-router")
         admin = make_admin(kafka)
-        prefix = "bench"
-        layout = TopicLayout(prefix=prefix, workers=8, input_partitions=4)
-        specs = layout.specs()
-        append = {"message.timestamp.type": "LogAppendTime"}
-        extra = [
-            TopicSpec("routed", f"{specs['routed'].name}-eos", 8, append),
-            TopicSpec("x", "bench.bare-alo", 8, append),
-            TopicSpec("x", "bench.bare-eos", 8, append),
-        ]
-        specs["routed"] = TopicSpec("routed", specs["routed"].name, 8, append)
-        ensure_topics(admin, [*specs.values(), *extra])
+        layout = TopicLayout(prefix="bench", workers=8, input_partitions=4)
+        ensure_topics(
+            admin,
+            [
+                TopicSpec("input", layout.name("input"), 4),
+                TopicSpec("x", "bench.bare-alo", 8, APPEND_TIME),
+                TopicSpec("x", "bench.bare-eos", 8, APPEND_TIME),
+            ],
+        )
         src = layout.name("input")
         log(f"preloading {n} records, {args.keys} Zipf(1.0) keys, 100-byte payloads")
         preload(kafka, src, n, args.keys)
@@ -262,26 +266,30 @@ def main(argv: list[str] | None = None) -> int:
         paced_n = min(n, int(args.paced_rate * args.paced_seconds))
         for mode, eos in (("at_least_once", False), ("exactly_once", True)):
             tag = "eos" if eos else "alo"
-            routed_dst = layout.name("routed") + ("-eos" if eos else "")
+            routed = router_layout(admin, f"bench-{tag}")
             # best of `repeats` alternating runs each: the machine is shared and noisy
             b = r = 0.0
             for attempt in range(1, args.repeats + 1):
                 log(f"{mode}: bare loop ({attempt}/{args.repeats})")
                 b = max(b, bare(kafka, src, f"bench.bare-{tag}", n, eos))
                 log(f"{mode}: router ({attempt}/{args.repeats})")
-                r = max(r, routed_run(kafka, prefix, layout, n, eos, src, routed_dst))
+                r = max(r, routed_run(kafka, routed, n, eos, src))
             log(f"{mode}: bare {b:,.0f} rec/s, router {r:,.0f} rec/s (ratio {r / b:.2f})")
             # latency at a steady input rate, fresh topics so nothing is backlogged
             lat: dict[str, dict] = {}
             for loop in ("bare", "router"):
-                p_src, p_dst = f"bench.paced-{tag}-{loop}-in", f"bench.paced-{tag}-{loop}-out"
-                ensure_topics(admin, [TopicSpec("x", p_src, 4), TopicSpec("x", p_dst, 8, append)])
+                if loop == "bare":
+                    p_src, p_dst = f"bench.paced-{tag}-bare-in", f"bench.paced-{tag}-bare-out"
+                    ensure_topics(admin, [TopicSpec("x", p_src, 4), TopicSpec("x", p_dst, 8, APPEND_TIME)])
+                else:
+                    paced = router_layout(admin, f"bench-paced-{tag}")
+                    p_src, p_dst = paced.name("input"), paced.name("routed")
                 log(f"{mode}: {loop} latency, {paced_n:,} records at {args.paced_rate:,.0f}/s")
                 feeder = paced_producer(kafka, p_src, paced_n, args.keys, args.paced_rate)
                 if loop == "bare":
                     bare(kafka, p_src, p_dst, paced_n, eos)
                 else:
-                    routed_run(kafka, prefix, layout, paced_n, eos, p_src, p_dst)
+                    routed_run(kafka, paced, paced_n, eos, p_src)
                 feeder.join(120)
                 lat[loop] = latency(kafka, p_src, p_dst, 8, envelope=loop == "router")
             log(f"{mode}: router p50 {lat['router']['p50_ms']:.0f} ms, p99 {lat['router']['p99_ms']:.0f} ms")

@@ -1,4 +1,13 @@
-"""``ballast router run``: one router instance; every knob is a flag and a ``BALLAST_ROUTER_*`` variable.
+"""``ballast router run``: one router instance, configured from three settings groups.
+
+Every setting is a flag and an environment variable, listed with its default by ``--help``: the
+connection (``--bootstrap``, ``--state-dir``), the topic layout (``--prefix``, ``--workers``,
+``--active-workers``, ...) and the router's own (``BALLAST_ROUTER_*``).
+
+Why the broker check comes first: without it a router pointed at nothing retries for tens of
+seconds and logs hundreds of librdkafka lines; with it, it exits within seconds with one line.
+Errors the user can act on (``BrokerUnreachable``, ``SettingsError``, ``TopicMissingError``)
+propagate to ``ballast``'s main, which prints them as that one line.
 
 Why SIGTERM only sets a flag: the loop checks it between batches, finishes (commits) the open
 transaction and closes the consumer, so a stop never leaves a half-written interval behind.
@@ -12,24 +21,25 @@ import logging
 import signal
 import sys
 
-from ballast.kafka.config import KafkaConfig
-from services.router.config import RouterConfig
+from ballast.settings import ConnectionSettings, LayoutSettings
+from services.router.config import RouterSettings
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ballast.cli import resolve_bootstrap
+    from ballast.kafka.admin import require_broker
     from services.router.router import Router
 
+    connection = ConnectionSettings.from_args(args)
+    layout = LayoutSettings.from_args(args)
+    settings = RouterSettings.from_args(args)
     logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
+        level=getattr(logging, settings.log_level.upper()),
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    cfg = RouterConfig.from_args(args)
-    kafka = KafkaConfig(
-        bootstrap_servers=resolve_bootstrap(args), client_id=f"ballast-router-{cfg.router_id}"
-    )
-    router = Router(cfg, kafka)
+    kafka = connection.kafka_config(client_id=f"ballast-router-{settings.router_id}")
+    require_broker(kafka)
+    router = Router.connect(settings, layout.layout(), kafka, active_workers=layout.active_workers)
 
     def on_signal(signum: int, _frame: object) -> None:
         logging.getLogger("services.router").info("signal %d: finishing the open transaction", signum)
@@ -37,17 +47,26 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    router.start()
+    print(
+        f"router {settings.router_id}: bootstrap {kafka.bootstrap_servers}, {router.describe()}",
+        file=sys.stderr,
+        flush=True,
+    )
     totals = router.run()
-    print(json.dumps({"router_id": cfg.router_id, **totals.__dict__}), flush=True)
+    print(json.dumps({"router_id": settings.router_id, **totals.__dict__}), flush=True)
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    router = subparsers.add_parser("router", help="the router service").add_subparsers(
-        dest="action", required=True
+    router = subparsers.add_parser("router", help="the router service", description="The router service.")
+    actions = router.add_subparsers(dest="action", required=True, metavar="ACTION")
+    run = actions.add_parser(
+        "run",
+        help="route the input topic(s) to the routed topic until SIGTERM",
+        description="Route the input topic(s) to the routed topic until SIGTERM (exactly-once by default).",
     )
-    run = router.add_parser("run", help="route the input topic(s) to the routed topic until SIGTERM")
-    run.add_argument("--bootstrap", help="bootstrap servers (env BALLAST_BOOTSTRAP_SERVERS)")
-    run.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
-    RouterConfig.add_arguments(run)
+    ConnectionSettings.add_arguments(run.add_argument_group("Kafka connection"))
+    LayoutSettings.add_arguments(run.add_argument_group("topic layout (topic names come from --prefix)"))
+    RouterSettings.add_arguments(run.add_argument_group("router"))
     run.set_defaults(func=cmd_run)

@@ -1,89 +1,77 @@
-"""RouterConfig: every router knob, with its flag and environment variable generated from one table.
+"""RouterSettings: every knob of one router instance, declared once with ballast.settings.
 
-Why one table: the flag, the env variable (``BALLAST_ROUTER_<NAME>``), the default and the help
-text of a knob cannot drift apart, and docs/router.md lists the same table.
+Why no topic names here: they come only from the deployment's
+:class:`~ballast.kafka.topics.TopicLayout` (``--prefix``, the layout settings), so a router cannot
+write to a routed topic the workers do not read, or follow a control log the controller does not
+write. Likewise the workers active at epoch 0 are the layout's ``active_workers``. The one
+exception is ``input_topics``: a router may read extra sources (e.g. a Connect topic), and the
+benchmark feeds it from topics of its own.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass
 
+from ballast.settings import Settings, setting
 from services.router.input_formats import FORMATS, FormatOptions
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 @dataclass(frozen=True)
-class RouterConfig:
-    """Frozen settings of one router instance (the Kafka connection lives in KafkaConfig)."""
+class RouterSettings(Settings):
+    """Frozen settings of one router instance (the Kafka connection and topic layout are separate groups)."""
 
-    router_id: str = field(
-        default="router-0",
-        metadata={"help": "stable instance id (transactional.id, group.instance.id, marker router_id)"},
+    ENV_PREFIX = "BALLAST_ROUTER_"
+
+    router_id: str = setting(
+        "router-0", "stable instance id (transactional.id, group.instance.id, marker router_id)"
     )
-    prefix: str = field(default="ballast", metadata={"help": "topic prefix for the default topic names"})
-    input_topics: tuple[str, ...] = field(
-        default=(), metadata={"help": "comma-separated input topics (default <prefix>.input)"}
+    input_topics: tuple[str, ...] = setting(
+        (), "comma-separated input topics (none: the layout's <prefix>.input)"
     )
-    routed_topic: str = field(default="", metadata={"help": "default <prefix>.routed"})
-    control_topic: str = field(default="", metadata={"help": "default <prefix>.control"})
-    metrics_topic: str = field(default="", metadata={"help": "default <prefix>.metrics"})
-    dead_letter_topic: str = field(default="", metadata={"help": "default <prefix>.dead-letter"})
-    group_id: str = field(
-        default="ballast-router", metadata={"help": "consumer group of the router instances"}
+    group_id: str = setting("ballast-router", "consumer group of the router instances")
+    exactly_once: bool = setting(
+        True,
+        "Kafka transactions; --at-least-once trades them for speed (flush, then commit offsets)",
+        off_flag="--at-least-once",
     )
-    workers: int = field(default=0, metadata={"help": "active workers at epoch 0 (0 = routed partitions)"})
-    exactly_once: bool = field(default=True, metadata={"help": "Kafka transactions (off: --at-least-once)"})
-    batch_size: int = field(default=10_000, metadata={"help": "max records per consume() call"})
-    poll_timeout_ms: int = field(default=100, metadata={"help": "consume() wait when the input is idle"})
-    commit_interval_ms: int = field(default=500, metadata={"help": "transaction / offset-commit interval"})
-    stats_interval_s: float = field(default=10.0, metadata={"help": "key statistics publish interval"})
-    heavy_hitter_capacity: int = field(
-        default=10_000, metadata={"help": "sketch counters m (error <= N/(m+1))"}
+    batch_size: int = setting(10_000, "max records per consume() call")
+    poll_timeout_ms: int = setting(100, "consume() wait when the input is idle")
+    commit_interval_ms: int = setting(500, "transaction / offset-commit interval")
+    stats_interval_s: float = setting(10.0, "key statistics publish interval (seconds)")
+    heavy_hitter_capacity: int = setting(10_000, "sketch counters m (error <= N/(m+1))")
+    heavy_hitters_top: int = setting(100, "heavy hitters published per interval")
+    input_format: str = setting("auto", "input record format", choices=FORMATS)
+    key_field: str = setting("key", "JSON field holding the routing key")
+    value_field: str = setting("value", "JSON field holding the numeric value")
+    time_field: str = setting("event_time", "JSON field holding the event time (ms)")
+    string_key: str = setting(
+        "kafka", "plain strings: key from the Kafka key or the text itself", choices=("kafka", "value")
     )
-    heavy_hitters_top: int = field(default=100, metadata={"help": "heavy hitters published per interval"})
-    input_format: str = field(default="auto", metadata={"help": f"one of {', '.join(FORMATS)}"})
-    key_field: str = field(default="key", metadata={"help": "JSON field holding the routing key"})
-    value_field: str = field(default="value", metadata={"help": "JSON field holding the numeric value"})
-    time_field: str = field(default="event_time", metadata={"help": "JSON field holding event time (ms)"})
-    string_key: str = field(
-        default="kafka", metadata={"help": "plain strings: key from 'kafka' key or 'value'"}
-    )
-    max_record_bytes: int = field(default=1_000_000, metadata={"help": "larger values are dead-lettered"})
-    route_cache_size: int = field(default=1_000_000, metadata={"help": "keys whose route/hash is cached"})
-    metrics_port: int = field(default=0, metadata={"help": "Prometheus port (0 = disabled)"})
-    transactional_id_prefix: str = field(
-        default="ballast-router", metadata={"help": "transactional.id = <prefix>.<group>.<id>"}
-    )
-    static_membership: bool = field(default=True, metadata={"help": "group.instance.id = router id"})
-    session_timeout_ms: int = field(default=15_000, metadata={"help": "consumer group session timeout"})
-    shed_seed: int = field(default=0, metadata={"help": "seed of the shedding sampler (0 = random)"})
+    max_record_bytes: int = setting(1_000_000, "larger values are dead-lettered (oversize)")
+    route_cache_size: int = setting(1_000_000, "keys whose route is cached per epoch")
+    metrics_port: int = setting(0, "Prometheus /metrics port (0: disabled)")
+    transactional_id_prefix: str = setting("ballast-router", "transactional.id = <prefix>.<group>.<id>")
+    static_membership: bool = setting(True, "group.instance.id = router id (fast restart)")
+    session_timeout_ms: int = setting(15_000, "consumer group session timeout")
+    shed_seed: int = setting(0, "seed of the shedding sampler (0: random)")
+    log_level: str = setting("info", "log level of the router process", choices=LOG_LEVELS)
 
     def __post_init__(self) -> None:
-        p = self.prefix
-        defaults = {
-            "routed_topic": f"{p}.routed",
-            "control_topic": f"{p}.control",
-            "metrics_topic": f"{p}.metrics",
-            "dead_letter_topic": f"{p}.dead-letter",
-        }
-        for name, value in defaults.items():
-            if not getattr(self, name):
-                object.__setattr__(self, name, value)
-        if not self.input_topics:
-            object.__setattr__(self, "input_topics", (f"{p}.input",))
-        elif isinstance(self.input_topics, str):
-            object.__setattr__(self, "input_topics", tuple(t for t in self.input_topics.split(",") if t))
+        if isinstance(self.input_topics, str):
+            topics = tuple(t.strip() for t in self.input_topics.split(",") if t.strip())
+            object.__setattr__(self, "input_topics", topics)
         if not self.router_id or any(c in self.router_id for c in " /"):
             raise ValueError(f"router_id must be a non-empty token, got {self.router_id!r}")
-        FormatOptions(self.input_format, string_key=self.string_key)  # validates
+        self.format_options()  # validates input_format and string_key
         for name in ("batch_size", "commit_interval_ms", "heavy_hitter_capacity", "route_cache_size"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1")
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
     @property
     def transactional_id(self) -> str:
+        """Stable across restarts of the same instance: ``init_transactions`` fences its zombie."""
         return f"{self.transactional_id_prefix}.{self.group_id}.{self.router_id}"
 
     def format_options(self) -> FormatOptions:
@@ -95,79 +83,3 @@ class RouterConfig:
             self.string_key,
             self.max_record_bytes,
         )
-
-    # --- flags and environment -------------------------------------------------------------------
-
-    @staticmethod
-    def env_name(name: str) -> str:
-        return f"BALLAST_ROUTER_{name.upper()}"
-
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """One flag per field; defaults come from ``BALLAST_ROUTER_<NAME>`` when set."""
-        for f in fields(cls):
-            flag = "--" + f.name.replace("_", "-")
-            env = cls.env_name(f.name)
-            help_text = f"{f.metadata.get('help', '')} (env {env})"
-            if f.name == "exactly_once":
-                parser.add_argument(
-                    "--at-least-once",
-                    dest="exactly_once",
-                    action="store_false",
-                    default=None,
-                    help=f"trade exactly-once for speed: commit offsets after flushing (env {env}=false)",
-                )
-                parser.add_argument(
-                    "--exactly-once",
-                    dest="exactly_once",
-                    action="store_true",
-                    default=None,
-                    help=argparse.SUPPRESS,
-                )
-                continue
-            if f.type in ("bool", bool):
-                parser.add_argument(
-                    flag, dest=f.name, default=None, type=_bool, metavar="true|false", help=help_text
-                )
-                continue
-            parser.add_argument(flag, dest=f.name, default=None, help=help_text)
-
-    @classmethod
-    def from_args(
-        cls, args: argparse.Namespace | None = None, env: dict[str, str] | None = None
-    ) -> RouterConfig:
-        """Flag, else environment, else default; values are converted by the field's type."""
-        env = dict(os.environ if env is None else env)
-        kwargs: dict[str, Any] = {}
-        for f in fields(cls):
-            raw = getattr(args, f.name, None) if args is not None else None
-            if raw is None:
-                raw = env.get(cls.env_name(f.name))
-            if raw is None:
-                continue
-            kwargs[f.name] = _convert(f.type, raw)
-        return cls(**kwargs)
-
-
-def _bool(raw: Any) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    value = str(raw).strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true/false, got {raw!r}")
-
-
-def _convert(type_name: Any, raw: Any) -> Any:
-    t = type_name if isinstance(type_name, str) else getattr(type_name, "__name__", str(type_name))
-    if t == "bool":
-        return _bool(raw)
-    if t == "int":
-        return int(raw)
-    if t == "float":
-        return float(raw)
-    if t.startswith("tuple"):
-        return tuple(x for x in str(raw).split(",") if x) if isinstance(raw, str) else tuple(raw)
-    return str(raw)

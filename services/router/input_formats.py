@@ -25,17 +25,26 @@ from typing import Any
 
 from ballast.avro.codec import HEADER_LEN, MAGIC, AvroCodec, DecodeError
 from ballast.avro.wire import INPUT_HEADER, BodyError, encode_input_body, scan_input_body
+from ballast.routing.table import InvalidKeyError, check_key
 
 FORMATS = ("auto", "avro", "json", "string")
 
 
 class InputError(ValueError):
-    """A record the router cannot route; ``reason`` is the dead-letter header value."""
+    """A record the router cannot read; ``reason`` is the dead-letter header value.
+
+    An unroutable *key* is :class:`~ballast.routing.table.InvalidKeyError` instead (the one key
+    validation, :func:`~ballast.routing.table.check_key`); both carry ``reason`` and ``detail``.
+    """
 
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+
+
+# what InputParser.parse raises for a record that goes to the dead-letter topic
+RECORD_ERRORS = (InputError, InvalidKeyError)
 
 
 @dataclass(frozen=True)
@@ -62,7 +71,8 @@ class InputParser:
         self.avro = AvroCodec("io.ballast.InputEvent")
 
     def parse(self, value: bytes | None, kafka_key: bytes | None, timestamp_ms: int) -> tuple[bytes, bytes]:
-        """(key bytes, InputEvent body) for one record, or raise :class:`InputError`."""
+        """(key bytes, InputEvent body) for one record, or raise :class:`InputError` /
+        :class:`~ballast.routing.table.InvalidKeyError` (see :data:`RECORD_ERRORS`)."""
         o = self.o
         if value is None:
             raise InputError("null-value", "tombstone / null value")
@@ -88,13 +98,13 @@ class InputParser:
                 key = scan_input_body(value)
             except BodyError as exc:
                 raise InputError(exc.reason, exc.detail) from None
-            return _check_key(key), value[HEADER_LEN:]
+            return check_key(key), value[HEADER_LEN:]
         try:
             rec = self.avro.decode(value)
         except DecodeError as exc:
             raise InputError(exc.reason, exc.detail) from None
-        key = rec["key"].encode()
-        return _check_key(key), encode_input_body(key, rec["value"], rec["payload"], rec["event_time"])
+        key = rec["key"].encode("utf-8", "surrogatepass")
+        return check_key(key), encode_input_body(key, rec["value"], rec["payload"], rec["event_time"])
 
     def _json(self, value: bytes, kafka_key: bytes | None, ts: int) -> tuple[bytes, bytes]:
         try:
@@ -111,7 +121,9 @@ class InputParser:
         raw_key = doc.get(o.key_field)
         if raw_key is None or raw_key == "":
             raise InputError("missing-key", f"field {o.key_field!r} absent or empty")
-        key = (raw_key if isinstance(raw_key, str) else json.dumps(raw_key, sort_keys=True)).encode()
+        text = raw_key if isinstance(raw_key, str) else json.dumps(raw_key, sort_keys=True)
+        # a JSON escape can carry a lone surrogate, which has no UTF-8 form: check_key rejects it
+        key = check_key(text.encode("utf-8", "surrogatepass"))
         val = _number(doc.get(o.value_field, 1.0), o.value_field)
         et = doc.get(o.time_field, ts)
         if not isinstance(et, int) or isinstance(et, bool):
@@ -128,18 +140,8 @@ class InputParser:
             key = text.strip().encode()
         if not key:
             raise InputError("missing-key", "no Kafka key (and --string-key=kafka)")
-        _check_key(key)
+        check_key(key)
         return key, encode_input_body(key, 1.0, value, ts)
-
-
-def _check_key(key: bytes) -> bytes:
-    if not key:
-        raise InputError("missing-key", "empty key")
-    try:
-        key.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError("malformed", "key is not UTF-8") from None
-    return key
 
 
 def _number(x: Any, name: str) -> float:

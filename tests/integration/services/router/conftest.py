@@ -11,8 +11,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
-import uuid
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -23,12 +21,14 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ballast.avro.codec import AvroCodec
 from ballast.control.log import ControlLogWriter
-from ballast.control.state import ControlState, apply_event
+from ballast.control.state import ControlState, apply_event, initial_state
 from ballast.kafka.admin import ensure_topics
 from ballast.kafka.clients import make_producer, produce_all
 from ballast.kafka.config import KafkaConfig
+from ballast.kafka.reading import read_topic
 from ballast.kafka.topics import TopicLayout
-from services.router.config import RouterConfig
+from ballast.waiting import wait_until
+from services.router.config import RouterSettings
 from services.router.router import Router
 
 WORKERS = 8
@@ -63,7 +63,7 @@ class RouterKit:
         self.routed = self.layout.name("routed")
         self.codec = AvroCodec("io.ballast.InputEvent")
         self.envelope = AvroCodec("io.ballast.RoutedEnvelope")
-        self.states = {0: ControlState(num_workers=WORKERS, max_workers=WORKERS)}
+        self.states = {0: initial_state(WORKERS)}
         self.writer: ControlLogWriter | None = None
         self.threads: list[tuple[Router, threading.Thread]] = []
         self.procs: list[subprocess.Popen] = []
@@ -81,9 +81,7 @@ class RouterKit:
 
     def send_control(self, etype: str, body: dict[str, Any]) -> dict[str, Any]:
         if self.writer is None:
-            self.writer = ControlLogWriter(
-                self.kafka, self.layout.name("control"), self.states[0]
-            )
+            self.writer = ControlLogWriter(self.kafka, self.layout.name("control"), self.states[0])
         event = self.writer.send(etype, body)
         last = max(self.states)
         self.states[event["epoch"]] = apply_event(self.states[last], event)
@@ -91,19 +89,18 @@ class RouterKit:
 
     # --- routers ----------------------------------------------------------------------------------
 
-    def config(self, router_id: str = "r1", **kw: Any) -> RouterConfig:
-        base = dict(
+    def settings(self, router_id: str = "r1", **kw: Any) -> RouterSettings:
+        base: dict[str, Any] = dict(
             router_id=router_id,
-            prefix=self.prefix,
             group_id=self.group,
             stats_interval_s=1.0,
             commit_interval_ms=200,
         )
         base.update(kw)
-        return RouterConfig(**base)
+        return RouterSettings(**base)
 
     def start_thread(self, router_id: str = "r1", **kw: Any) -> Router:
-        router = Router(self.config(router_id, **kw), self.kafka)
+        router = Router.connect(self.settings(router_id, **kw), self.layout, self.kafka)
         errors: list[BaseException] = []
 
         def run() -> None:
@@ -176,38 +173,25 @@ class RouterKit:
             c.close()
 
     def wait_committed(self, n: int, timeout: float = 180.0) -> None:
-        deadline = time.monotonic() + timeout
-        while (got := self.committed_total()) < n:
-            assert time.monotonic() < deadline, f"only {got} of {n} input offsets committed after {timeout}s"
-            time.sleep(0.3)
+        last = [0]
+
+        def committed() -> bool:
+            last[0] = self.committed_total()
+            return last[0] >= n
+
+        wait_until(committed, timeout, f"{n} input offsets committed", 0.3, lambda: f"{last[0]} committed")
 
     # --- reading results --------------------------------------------------------------------------
 
     def read_topic(
-        self, topic: str, partitions: int, min_records: int, idle: float = 3.0, timeout: float = 180.0
+        self, topic: str, min_records: int, idle: float = 3.0, timeout: float = 180.0
     ) -> list[Any]:
-        c = Consumer(self.kafka.consumer(f"reader-{uuid.uuid4().hex[:8]}"))
-        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        got: list[Any] = []
-        deadline = time.monotonic() + timeout
-        last = time.monotonic()
-        try:
-            while time.monotonic() < deadline:
-                msgs = c.consume(10_000, 0.5)
-                for m in msgs:
-                    assert m.error() is None, m.error()
-                    got.append(m)
-                if msgs:
-                    last = time.monotonic()
-                elif len(got) >= min_records and time.monotonic() - last > idle:
-                    break
-        finally:
-            c.close()
-        return got
+        """Every partition of ``topic`` from offset 0 (read_committed), until idle after ``min_records``."""
+        return read_topic(self.kafka, topic, min_records=min_records, idle=idle, timeout=timeout)
 
     def read_routed(self, expected_data: int) -> Routed:
         out = Routed()
-        for m in self.read_topic(self.routed, WORKERS, expected_data):
+        for m in self.read_topic(self.routed, expected_data):
             branch, body = self.envelope.decode(m.value())["body"]
             p = m.partition()
             if branch == "io.ballast.EpochMarker":

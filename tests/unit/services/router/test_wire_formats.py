@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
 
 from ballast.avro import wire
 from ballast.avro.codec import AvroCodec
-from services.router.config import RouterConfig
+from services.router.config import RouterSettings
 from services.router.input_formats import FormatOptions, InputError, InputParser
 
 IN = AvroCodec("io.ballast.InputEvent")
@@ -95,8 +96,8 @@ def test_bad_input_has_a_reason(value, key, reason):
     assert info.value.reason == reason
 
 
-def test_router_config_flags_env_and_defaults():
-    cfg = RouterConfig.from_args(
+def test_router_settings_flags_env_and_defaults():
+    cfg = RouterSettings.from_args(
         None,
         env={
             "BALLAST_ROUTER_ROUTER_ID": "r7",
@@ -106,6 +107,12 @@ def test_router_config_flags_env_and_defaults():
         },
     )
     assert (cfg.router_id, cfg.exactly_once, cfg.input_topics, cfg.batch_size) == ("r7", False, ("a", "b"), 5)
-    assert cfg.routed_topic == "ballast.routed" and cfg.transactional_id == "ballast-router.ballast-router.r7"
+    assert cfg.transactional_id == "ballast-router.ballast-router.r7"
+    # topic names are not router settings: they come from the topic layout only
+    assert not {"prefix", "routed_topic", "control_topic", "workers"} & set(cfg.as_dict())
+    parser = argparse.ArgumentParser()
+    RouterSettings.add_arguments(parser)
+    flags = RouterSettings.from_args(parser.parse_args(["--at-least-once", "--router-id", "r8"]), env={})
+    assert (flags.router_id, flags.exactly_once, flags.input_topics) == ("r8", False, ())
     with pytest.raises(ValueError):
-        RouterConfig(input_format="xml")
+        RouterSettings(input_format="xml")

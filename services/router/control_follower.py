@@ -1,0 +1,81 @@
+"""ControlFollower: the router's view of the control log (fold at start, then non-blocking polls).
+
+Why the router folds the *whole* log before routing anything: a record routed under a stale table
+would land in the wrong partition with no marker to tell a worker so. Afterwards it polls before
+every batch without waiting; the loop decides when the new epochs take effect (at a transaction
+boundary), so this object only reports them.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from confluent_kafka import KafkaError, KafkaException
+
+from ballast.control.state import ControlState
+from ballast.waiting import wait_until
+from services.router.errors import RouterError
+
+# a control topic created moments ago can answer these until its leader is elected
+NOT_READY = (
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+)
+
+
+class ControlSource(Protocol):
+    """What the follower needs of :class:`ballast.control.log.ControlLogReader` (tests pass a stub)."""
+
+    topic: str
+    state: ControlState
+
+    def read_to_end(self, timeout: float = 30.0) -> list[dict]: ...
+
+    def poll(self, timeout: float = 0.0, max_events: int = 1000) -> list[dict]: ...
+
+    def close(self) -> None: ...
+
+
+class ControlFollower:
+    """Follows one control log; :attr:`state` is everything folded so far."""
+
+    def __init__(self, reader: ControlSource) -> None:
+        self.reader = reader
+        self.state: ControlState = reader.state
+
+    def start(self, timeout: float = 30.0) -> ControlState:
+        """Fold everything committed so far (blocks); a broken log raises ``ControlLogError``.
+
+        A router is often started right after ``ballast topics create``; a control topic whose
+        leader is not elected yet is waited for (up to ``timeout``), not a reason to crash.
+        """
+
+        def folded() -> bool:
+            try:
+                self.reader.read_to_end(timeout)
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.retriable() or err.code() in NOT_READY:
+                    return False
+                raise
+            return True
+
+        wait_until(folded, timeout, f"reading the control log {self.reader.topic}", interval=0.2)
+        self.state = self.reader.state
+        return self.state
+
+    def poll(self) -> list[int]:
+        """Epochs folded since the last call, in order (empty: nothing new); never blocks."""
+        before = self.state.epoch
+        try:
+            events = self.reader.poll(0)
+        except Exception as exc:
+            raise RouterError(f"control log: {exc}") from exc
+        if not events:
+            return []
+        self.state = self.reader.state
+        return [epoch for epoch in (int(e["epoch"]) for e in events) if epoch > before]
+
+    def close(self) -> None:
+        self.reader.close()

@@ -1,0 +1,126 @@
+"""EnvelopeWriter: everything the router writes, as bytes, to the producer.
+
+Why one writer: the routed topic's contract (docs/router.md, "Marker protocol") is about what goes
+into it and in which order: spliced ``DataRecord`` envelopes, ``EpochMarker`` s in every routed
+partition before the first record of a new epoch, dead letters with a fixed header set, and the
+interval key statistics. Keeping the encodings and the pending markers in one object keeps that
+contract in one file; the loop only decides *when*.
+
+The data-record path is split: the per-(epoch, topic, partition) suffix cache lives here, but the
+loop splices and produces the records itself (inlined, it is the hot path); it calls
+:meth:`produce` only when the local queue is full.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from confluent_kafka import Message, Producer
+
+from ballast.avro.codec import AvroCodec
+from ballast.avro.wire import data_suffix, epoch_marker
+from ballast.kafka.topics import TopicLayout
+
+DLQ_HEADERS = (
+    "ballast.error.reason",
+    "ballast.error.detail",
+    "ballast.source.topic",
+    "ballast.source.partition",
+    "ballast.source.offset",
+    "services.router.id",
+)
+
+
+class EnvelopeWriter:
+    """The producer-facing side of one router: envelopes, markers, dead letters, metrics records."""
+
+    def __init__(
+        self, producer: Producer, topics: TopicLayout, router_id: str, routed_partitions: int
+    ) -> None:
+        self.producer = producer
+        self.router_id = router_id
+        self.routed_topic = topics.name("routed")
+        self.dead_letter_topic = topics.name("dead_letter")
+        self.metrics_topic = topics.name("metrics")
+        self.routed_partitions = routed_partitions
+        self.epoch = 0
+        # (source topic, source partition) -> envelope bytes after the body, minus the offset;
+        # cleared in place on a new epoch (the loop binds its ``get`` once per batch)
+        self.suffixes: dict[tuple[str, int], bytes] = {}
+        self.pending_markers: list[int] = []
+        self._metrics_codec = AvroCodec("io.ballast.MetricsRecord")
+        self._metrics_key = router_id.encode()
+
+    # --- epochs and markers -----------------------------------------------------------------------
+
+    def set_epoch(self, epoch: int) -> None:
+        """Records from now on carry ``epoch`` (the cached suffixes encode the old one)."""
+        self.epoch = epoch
+        self.suffixes.clear()
+
+    def suffix(self, topic: str, partition: int) -> bytes:
+        """The constant tail of a data envelope from ``topic``/``partition`` at the current epoch."""
+        s = data_suffix(self.epoch, self.router_id, topic, partition)
+        self.suffixes[(topic, partition)] = s
+        return s
+
+    def queue_markers(self, epochs: Iterable[int]) -> None:
+        """Markers to write at the start of the next transaction, in epoch order."""
+        self.pending_markers.extend(epochs)
+
+    def restart_from(self, epoch: int) -> None:
+        """Whatever was pending is void: the next transaction re-states ``epoch`` (a restart marker)."""
+        self.pending_markers = [epoch]
+
+    def write_markers(self, now_ms: int) -> int:
+        """One marker per pending epoch in **every** routed partition; returns how many were written."""
+        rid = self.router_id
+        topic = self.routed_topic
+        for epoch in self.pending_markers:
+            for w in range(self.routed_partitions):
+                self.produce(topic, epoch_marker(epoch, rid, w, now_ms), partition=w)
+        n = len(self.pending_markers) * self.routed_partitions
+        self.pending_markers = []
+        return n
+
+    # --- dead letters and statistics --------------------------------------------------------------
+
+    def dead_letter(self, m: Message, reason: str, detail: str) -> None:
+        """Original key and value, unchanged; the why and where in headers (same transaction)."""
+        headers = [
+            ("ballast.error.reason", reason.encode()),
+            ("ballast.error.detail", detail[:1000].encode("utf-8", "replace")),
+            ("ballast.source.topic", m.topic().encode()),
+            ("ballast.source.partition", str(m.partition()).encode()),
+            ("ballast.source.offset", str(m.offset()).encode()),
+            ("services.router.id", self.router_id.encode()),
+        ]
+        self.produce(self.dead_letter_topic, m.value(), m.key(), headers=headers)
+
+    def metrics_record(self, record: dict[str, Any]) -> None:
+        """One MetricsRecord (key = router id) on the metrics topic."""
+        self.produce(self.metrics_topic, self._metrics_codec.encode(record), self._metrics_key)
+
+    # --- the producer -----------------------------------------------------------------------------
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
+        """Produce, waiting (serving delivery reports) while librdkafka's local queue is full."""
+        kwargs: dict[str, Any] = {}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if headers is not None:
+            kwargs["headers"] = headers
+        while True:
+            try:
+                self.producer.produce(topic, value, key, **kwargs)
+                return
+            except BufferError:
+                self.producer.poll(0.05)
