@@ -20,7 +20,11 @@ class IntervalStats:
         self.top_k = top_k
         self.sketch = HeavyHitters(capacity)
         self.start_ms = now_ms
-        self._reset()
+        self.worker_records = [0] * partitions
+        self.worker_bytes = [0] * partitions
+        self.offered = 0
+        self.kept = 0
+        self.dead_lettered = 0
 
     def _reset(self) -> None:
         self.worker_records = [0] * self.partitions

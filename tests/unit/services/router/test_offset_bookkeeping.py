@@ -44,6 +44,7 @@ class ScriptedConsumer:
         self.seeks: list[tuple[str, int, int]] = []
         self.callbacks: dict[str, Callable] = {}
         self.assigned: list[TopicPartition] = []
+        self.topics: list[str] = []
 
     def subscribe(
         self, topics: list[str], on_assign: Callable, on_revoke: Callable, on_lost: Callable
