@@ -10,8 +10,10 @@ field, so they cannot drift apart, and ``--help`` lists every setting with its d
 Precedence is the usual one: flag, then environment, then default. A value that does not convert
 to the field's type is a :class:`SettingsError` (a user error: one line, exit code 2).
 
-Groups shared by several commands (the Kafka connection, the topic layout, the local stack) live
-here; a service declares its own group next to its code (``services/router/config.py``).
+Each group lives beside the concern it configures: the Kafka connection in
+``ballast/kafka/connection.py``, the topic layout in ``ballast/kafka/topics.py``, the local stack's
+JVMs in ``ballast/devstack/stack.py``, a service's own knobs next to its code
+(``services/router/config.py``). This module is the mechanism only, so it imports none of them.
 """
 
 from __future__ import annotations
@@ -22,8 +24,6 @@ from collections.abc import Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Self, get_type_hints
-
-from ballast.paths import DEFAULT_STATE_DIR
 
 
 class SettingsError(ValueError):
@@ -192,100 +192,3 @@ class Settings:
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f, _, _ in self._settings()}
-
-
-def _positive(name: str, value: int) -> None:
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
-
-
-@dataclass(frozen=True)
-class ConnectionSettings(Settings):
-    """How a command finds Kafka: a bootstrap list, else the local stack recorded in ``state_dir``."""
-
-    bootstrap: str = setting(
-        "",
-        "bootstrap servers (none: the local stack's in --state-dir, else 127.0.0.1:9092)",
-        env="BALLAST_BOOTSTRAP_SERVERS",
-    )
-    state_dir: Path = setting(DEFAULT_STATE_DIR, "local stack folder: state, data and logs")
-
-    def bootstrap_servers(self) -> str:
-        """Flag or env, then the recorded local stack, then 127.0.0.1:9092."""
-        if self.bootstrap:
-            return self.bootstrap
-        from ballast.devstack.stack import StackError, StackState
-
-        try:
-            return StackState.load(self.state_dir).bootstrap
-        except StackError:
-            return "127.0.0.1:9092"
-
-    def kafka_config(self, client_id: str = "ballast"):  # -> KafkaConfig
-        from ballast.kafka.config import KafkaConfig
-
-        return KafkaConfig(bootstrap_servers=self.bootstrap_servers(), client_id=client_id)
-
-    def checked_kafka_config(self, client_id: str = "ballast", timeout: float = 5.0):  # -> KafkaConfig
-        """:meth:`kafka_config` once a broker answered; else :class:`BrokerUnreachable` in ``timeout`` s.
-
-        Commands call this first, so a missing broker is one line within seconds instead of a
-        client retrying (and logging) for tens of seconds. When the address came from a recorded
-        local stack, the message says how to start that stack again.
-        """
-        from ballast.devstack.stack import StackError, StackState, pid_alive
-        from ballast.kafka.admin import BrokerUnreachable, require_broker
-
-        cfg = self.kafka_config(client_id)
-        try:
-            require_broker(cfg, timeout=timeout)
-        except BrokerUnreachable as exc:
-            if self.bootstrap:
-                raise
-            try:
-                stack = StackState.load(self.state_dir)
-            except StackError:
-                raise exc from None
-            if any(pid_alive(n.pid, stack.state_dir) for n in stack.nodes):
-                raise
-            raise BrokerUnreachable(
-                f"no broker at {cfg.bootstrap_servers}: the stack recorded in {self.state_dir} is not "
-                f"running — start it with `ballast stack up --state-dir {self.state_dir}` or pass --bootstrap"
-            ) from exc
-        return cfg
-
-
-@dataclass(frozen=True)
-class StackSettings(Settings):
-    """How the local stack starts its JVMs (``ballast stack up``)."""
-
-    java: str = setting("java", "the java executable that runs brokers and Connect")
-    broker_heap: str = setting("768m", "heap of each broker JVM (-Xmx)")
-    connect_heap: str = setting("512m", "heap of the Kafka Connect JVM (-Xmx)")
-
-
-@dataclass(frozen=True)
-class LayoutSettings(Settings):
-    """The topic layout of one deployment (see :class:`ballast.kafka.topics.TopicLayout`)."""
-
-    prefix: str = setting(
-        "ballast", "topic name prefix (keeps deployments apart)", env="BALLAST_TOPIC_PREFIX"
-    )
-    workers: int = setting(
-        8, "logical workers N_max = routed topic partitions (fixed once Spark has state)", minimum=1
-    )
-    input_partitions: int = setting(4, "partitions of the input topic", minimum=1)
-    active_workers: int = setting(
-        0, "active workers at epoch 0, before any control event (0: all routed partitions)", minimum=0
-    )
-
-    def __post_init__(self) -> None:
-        _positive("workers", self.workers)
-        _positive("input_partitions", self.input_partitions)
-        if self.active_workers < 0:
-            raise ValueError(f"active_workers must be >= 0, got {self.active_workers}")
-
-    def layout(self):  # -> TopicLayout (import kept local: settings must not pull in Kafka)
-        from ballast.kafka.topics import TopicLayout
-
-        return TopicLayout(prefix=self.prefix, workers=self.workers, input_partitions=self.input_partitions)

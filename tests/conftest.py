@@ -30,8 +30,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def kafka_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """One real single-node KRaft broker for the whole session, stopped at the end."""
-    from ballast.devstack.stack import start_stack, stop_stack
-    from ballast.settings import StackSettings
+    from ballast.devstack.stack import StackSettings, start_stack, stop_stack
 
     state_dir = tmp_path_factory.mktemp("stack")
     state = start_stack(state_dir, brokers=1, settings=StackSettings.from_args())  # BALLAST_BROKER_HEAP …

@@ -17,11 +17,10 @@ import json
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ballast.settings import ConnectionSettings, LayoutSettings, Settings, setting
-
-
-class UsageError(ValueError):
-    """A flag's value cannot be understood (``--assign k=x``): one line, exit code 2."""
+from ballast.console import UsageError, add_command
+from ballast.kafka.connection import ConnectionSettings
+from ballast.kafka.topics import LayoutSettings
+from ballast.settings import Settings, setting
 
 
 @dataclass(frozen=True)
@@ -151,13 +150,14 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    control = subparsers.add_parser("control", help="the control log").add_subparsers(
+    control = add_command(subparsers, "control", "the control log").add_subparsers(
         dest="action", required=True, metavar="ACTION"
     )
-    send = control.add_parser(
+    send = add_command(
+        control,
         "send",
-        help="append one control event with epoch = last + 1",
-        description="Append one control event (epoch = last + 1) to <prefix>.control, validated against "
+        "append one control event with epoch = last + 1",
+        "Append one control event (epoch = last + 1) to <prefix>.control, validated against "
         "the folded log: a worker id outside the routed partitions is refused.",
     )
     _common(send)
@@ -179,12 +179,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--shed", default=None, metavar="TARGET=P", help="SHEDDING: keep-probability P for TARGET"
     )
     event.add_argument("--reason", default="", help="free text stored in the event")
-    send.set_defaults(func=cmd_send, one_shot=True)  # librdkafka warnings only with --debug
-    show = control.add_parser(
+    send.set_defaults(func=cmd_send)
+    show = add_command(
+        control,
         "show",
-        help="print the events and the folded state",
-        description="Print every committed event of <prefix>.control (one JSON object per line), then the "
+        "print the events and the folded state",
+        "Print every committed event of <prefix>.control (one JSON object per line), then the "
         "folded state.",
     )
     _common(show)
-    show.set_defaults(func=cmd_show, one_shot=True)
+    show.set_defaults(func=cmd_show)

@@ -9,7 +9,7 @@ State lives in one folder (``stack.json`` plus per-node data and logs). ``down``
 pids recorded there, after checking each pid still runs a command that names this folder, so a
 recycled pid is never signalled.
 
-How the JVMs run (java executable, heaps) is a :class:`~ballast.settings.StackSettings`, passed in
+How the JVMs run (java executable, heaps) is a :class:`StackSettings`, passed in
 by the caller; nothing is read from the environment here. Long steps report what they do through
 an optional ``progress`` callback (``ballast stack up`` prints it), never by printing themselves.
 """
@@ -31,7 +31,7 @@ from pathlib import Path
 from string import Template
 
 from ballast.paths import DEPLOY_DIR, classpath
-from ballast.settings import StackSettings
+from ballast.settings import Settings, setting
 from ballast.waiting import WaitTimeout, wait_until
 
 STATE_FILE = "stack.json"
@@ -42,6 +42,15 @@ Progress = Callable[[str], None]
 
 def _quiet(_message: str) -> None:
     """The default progress hook: say nothing."""
+
+
+@dataclass(frozen=True)
+class StackSettings(Settings):
+    """How the local stack starts its JVMs (``ballast stack up``)."""
+
+    java: str = setting("java", "the java executable that runs brokers and Connect")
+    broker_heap: str = setting("768m", "heap of each broker JVM (-Xmx)")
+    connect_heap: str = setting("512m", "heap of the Kafka Connect JVM (-Xmx)")
 
 
 class StackError(RuntimeError):

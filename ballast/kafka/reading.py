@@ -67,3 +67,15 @@ def read_topic(
         return read_until_idle(consumer, expected, min_records, idle, timeout)
     finally:
         consumer.close()
+
+
+def records_written(cfg: KafkaConfig, topic: str, partitions: int) -> int:
+    """Sum of the topic's end offsets: every record ever written to it (without compaction)."""
+    consumer = make_consumer(cfg, f"ballast-offsets-{uuid.uuid4().hex[:8]}")
+    try:
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+            for p in range(partitions)
+        )
+    finally:
+        consumer.close()

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from ballast.settings import Settings, setting
+
 DAY_MS = 24 * 3600 * 1000
 
 ROLES = ("input", "routed", "control", "metrics", "output", "dead_letter")
@@ -100,6 +102,29 @@ class TopicLayout:
 
     def name(self, role: str) -> str:
         return self.specs()[role].name
+
+
+@dataclass(frozen=True)
+class LayoutSettings(Settings):
+    """The topic layout of one deployment (see :class:`ballast.kafka.topics.TopicLayout`)."""
+
+    prefix: str = setting(
+        "ballast", "topic name prefix (keeps deployments apart)", env="BALLAST_TOPIC_PREFIX"
+    )
+    workers: int = setting(
+        8, "logical workers N_max = routed topic partitions (fixed once Spark has state)", minimum=1
+    )
+    input_partitions: int = setting(4, "partitions of the input topic", minimum=1)
+    active_workers: int = setting(
+        0, "active workers at epoch 0, before any control event (0: all routed partitions)", minimum=0
+    )
+
+    def __post_init__(self) -> None:
+        if self.workers < 1 or self.input_partitions < 1 or self.active_workers < 0:
+            raise ValueError("workers and input_partitions must be >= 1, active_workers >= 0")
+
+    def layout(self) -> TopicLayout:
+        return TopicLayout(prefix=self.prefix, workers=self.workers, input_partitions=self.input_partitions)
 
 
 def find_conflicts(spec: TopicSpec, partitions: int, config: Mapping[str, str]) -> list[str]:

@@ -8,7 +8,10 @@ import sys
 
 from rich.console import Console
 
-from ballast.settings import ConnectionSettings, LayoutSettings, SettingsError, StackSettings
+from ballast.devstack.stack import StackSettings
+from ballast.kafka.connection import ConnectionSettings
+from ballast.kafka.topics import LayoutSettings
+from ballast.settings import SettingsError
 from services.demo.render import ConsoleProgress, render
 from services.demo.run import run_demo
 from services.demo.settings import DemoSettings

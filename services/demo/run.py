@@ -30,13 +30,13 @@ from typing import Protocol
 from ballast.avro.codec import AvroCodec
 from ballast.control.log import ControlLogWriter
 from ballast.control.state import initial_state, routing_update
-from ballast.devstack.stack import running_stack, start_stack, stop_stack
+from ballast.devstack.stack import StackSettings, running_stack, start_stack, stop_stack
 from ballast.kafka.admin import ensure_topics, make_admin
 from ballast.kafka.clients import make_producer, produce_all
 from ballast.kafka.config import KafkaConfig
+from ballast.kafka.connection import ConnectionSettings
 from ballast.kafka.reading import read_topic
-from ballast.kafka.topics import TopicLayout
-from ballast.settings import ConnectionSettings, LayoutSettings, StackSettings
+from ballast.kafka.topics import LayoutSettings, TopicLayout
 from ballast.waiting import wait_until
 from ballast.workload import input_events
 from services.controller.planning import plan_from_load

@@ -21,7 +21,8 @@ import logging
 import signal
 import sys
 
-from ballast.settings import ConnectionSettings, LayoutSettings
+from ballast.kafka.connection import ConnectionSettings
+from ballast.kafka.topics import LayoutSettings
 from services.router.config import RouterSettings
 
 

@@ -10,7 +10,9 @@ from typing import ClassVar
 
 import pytest
 
-from ballast.settings import ConnectionSettings, LayoutSettings, Settings, SettingsError, setting
+from ballast.kafka.connection import ConnectionSettings
+from ballast.kafka.topics import LayoutSettings
+from ballast.settings import Settings, SettingsError, setting
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,214 @@
+"""``ballast stack up|status|down`` and ``ballast connect load``: the local stack from the command line.
+
+Why the library does not print: :func:`~ballast.devstack.stack.start_stack` reports progress
+through a callback; these commands turn it into stderr lines and print results on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ballast.console import UsageError, add_command, print_table, say
+from ballast.devstack.connect import count_lines, file_source_config, load_file, source_position
+from ballast.devstack.stack import (
+    StackError,
+    StackSettings,
+    StackState,
+    pid_alive,
+    running_stack,
+    stack_status,
+    start_stack,
+    stop_stack,
+)
+from ballast.kafka.admin import make_admin, partition_count
+from ballast.kafka.connection import ConnectionSettings
+from ballast.kafka.reading import records_written
+from ballast.kafka.topics import LayoutSettings
+from ballast.settings import Settings, setting
+from ballast.waiting import wait_until
+
+
+def _state_dir(args: argparse.Namespace) -> Path:
+    return ConnectionSettings.from_args(args).state_dir
+
+
+@dataclass(frozen=True)
+class StackUpSettings(Settings):
+    """What ``ballast stack up`` starts."""
+
+    ENV_PREFIX: ClassVar[str] = "BALLAST_STACK_"
+
+    brokers: int = setting(
+        1, "brokers (KRaft, each also a controller voter); 3 gives replication 3", choices=(1, 3)
+    )
+    connect: bool = setting(False, "also start a Kafka Connect worker (distributed mode)")
+    port: int = setting(0, "first broker port; more brokers use port+1, port+2 (0: free ports)", minimum=0)
+    connect_port: int = setting(0, "Kafka Connect REST port (0: a free port)", minimum=0)
+    timeout: float = setting(180.0, "seconds to wait for the cluster (and Connect) to answer", minimum=1)
+
+
+def _state_dir(args: argparse.Namespace) -> Path:
+    return ConnectionSettings.from_args(args).state_dir
+
+
+def cmd_stack_up(args: argparse.Namespace) -> int:
+    up = StackUpSettings.from_args(args)
+    jvm = StackSettings.from_args(args)
+    state_dir = _state_dir(args)
+    state = running_stack(state_dir)
+    if state is not None and len(state.nodes) == up.brokers:
+        connect_ok = state.connect is not None and pid_alive(state.connect.pid, state.state_dir)
+        if connect_ok or not up.connect:
+            print(f"stack already running at {state.bootstrap} (state {state.state_dir})")
+            if connect_ok:
+                print(f"Kafka Connect REST: {state.connect.url}")  # type: ignore[union-attr]
+            return 0
+    what = f"{up.brokers} broker(s){' and Kafka Connect' if up.connect else ''}"
+    say(f"starting {what} in {Path(state_dir).resolve()}")
+    started = time.monotonic()
+    state = start_stack(
+        state_dir,
+        brokers=up.brokers,
+        connect=up.connect,
+        ports=[up.port + i for i in range(up.brokers)] if up.port else None,
+        connect_port=up.connect_port or None,
+        timeout=up.timeout,
+        settings=jvm,
+        progress=say,
+    )
+    print(
+        f"stack up in {time.monotonic() - started:.0f} s: bootstrap={state.bootstrap} state={state.state_dir}"
+    )
+    if state.connect:
+        print(f"Kafka Connect REST: {state.connect.url}")
+    return 0
+
+
+def cmd_stack_status(args: argparse.Namespace) -> int:
+    status = stack_status(_state_dir(args))  # StackError when nothing is recorded: exit 1
+    if args.json:
+        print(json.dumps(status, indent=2))
+        return 0
+    print(f"Ballast stack in {status['state_dir']} (bootstrap {status['bootstrap']})")
+    rows = [
+        [f"broker {n['node_id']}", f"127.0.0.1:{n['port']}", str(n["pid"]), str(n["running"]), n["log"]]
+        for n in status["nodes"]  # type: ignore[attr-defined]
+    ]
+    if "connect" in status:
+        c: Any = status["connect"]
+        rows.append(["connect", c["url"], str(c["pid"]), str(c["running"]), c["log"]])
+    print_table(("process", "address", "pid", "running", "log"), rows)
+    return 0
+
+
+def cmd_stack_down(args: argparse.Namespace) -> int:
+    state = stop_stack(_state_dir(args), purge=args.purge)
+    print("stack stopped" if state else "no stack recorded there; nothing to stop")
+    return 0
+
+
+@dataclass(frozen=True)
+class ConnectSettings(Settings):
+    """Where Kafka Connect's REST API is, and how ``connect load`` names and waits for its connector."""
+
+    ENV_PREFIX: ClassVar[str] = "BALLAST_CONNECT_"
+
+    url: str = setting("", "Kafka Connect REST URL (none: the local stack's worker in --state-dir)")
+    name: str = setting("", "connector name (none: the name in deploy/connect/file-source.json)")
+    timeout: float = setting(120.0, "seconds --wait waits for every line to arrive", minimum=1)
+
+
+def cmd_connect_load(args: argparse.Namespace) -> int:
+    file = Path(args.file)
+    if not file.is_file():
+        raise UsageError(f"{args.file}: no such file")
+    conn = ConnectionSettings.from_args(args)
+    connect = ConnectSettings.from_args(args)
+    url = connect.url
+    if not url:
+        state = StackState.load(conn.state_dir)
+        if not state.connect:
+            raise StackError(
+                f"the stack in {conn.state_dir} has no Connect worker; run `ballast stack up --connect`"
+            )
+        url = state.connect.url
+    topic = LayoutSettings.from_args(args).layout().name("input")
+    kafka = conn.checked_kafka_config("ballast-cli")
+    partitions = partition_count(make_admin(kafka), topic, timeout=5)
+    name, _ = file_source_config(file, topic, connect.name or None)
+    # Connect resumes a connector at its stored position: only the lines after it are new
+    position = source_position(url, name, file)
+    lines = count_lines(file, position)
+    if position and not lines:
+        print(
+            f"connector {name} has already loaded every line of {file} (Connect keeps its position); "
+            "pass another --name to load the file again"
+        )
+        return 0
+    resumed = f" (connector {name} resumes at byte {position})" if position else ""
+    before = records_written(kafka, topic, partitions)
+    say(f"loading {lines} lines of {file} into {topic} through Kafka Connect at {url}{resumed}…")
+    load_file(url, file, topic, name=name)
+
+    def loaded() -> int:
+        return records_written(kafka, topic, partitions) - before
+
+    if args.wait:
+        wait_until(
+            lambda: loaded() >= lines,
+            connect.timeout,
+            f"{lines} lines of {file} in {topic}",
+            interval=0.5,
+            describe=lambda: f"{loaded()} records in",
+        )
+        print(f"connector {name}: {loaded()} records loaded into {topic} ({lines} lines of {file})")
+    else:
+        print(
+            f"connector {name} streams {file} into {topic}: {loaded()} of {lines} records in so far "
+            "(pass --wait to wait for all)"
+        )
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``stack`` and ``connect`` to the ``ballast`` command."""
+    stack = add_command(
+        sub, "stack", "the local Kafka stack (KRaft brokers, Kafka Connect) as plain processes"
+    )
+    stack_sub = stack.add_subparsers(dest="action", required=True, metavar="ACTION")
+    up = add_command(
+        stack_sub, "up", "format and start brokers (KRaft) and optionally Kafka Connect; a no-op when running"
+    )
+    ConnectionSettings.add_arguments(up, only=("state_dir",))
+    StackUpSettings.add_arguments(up)
+    StackSettings.add_arguments(up)
+    up.set_defaults(func=cmd_stack_up)
+    st = add_command(stack_sub, "status", "what runs, where, and the log files")
+    ConnectionSettings.add_arguments(st, only=("state_dir",))
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.set_defaults(func=cmd_stack_status)
+    down = add_command(stack_sub, "down", "stop the processes this state folder started")
+    ConnectionSettings.add_arguments(down, only=("state_dir",))
+    down.add_argument("--purge", action="store_true", help="also delete the state folder (data and logs)")
+    down.set_defaults(func=cmd_stack_down)
+
+    connect = add_command(sub, "connect", "Kafka Connect")
+    connect_sub = connect.add_subparsers(dest="action", required=True, metavar="ACTION")
+    load = add_command(
+        connect_sub,
+        "load",
+        "stream a file into the input topic with FileStreamSource",
+        "Stream FILE line by line into <prefix>.input with a FileStreamSource connector, and report "
+        "how many records are in (all of them with --wait).",
+    )
+    load.add_argument("file", metavar="FILE", help="a text file; each line becomes one record")
+    ConnectionSettings.add_arguments(load)
+    ConnectSettings.add_arguments(load)
+    LayoutSettings.add_arguments(load, only=("prefix",))
+    load.add_argument("--wait", action="store_true", help="wait until every line of FILE is in the topic")
+    load.set_defaults(func=cmd_connect_load)
