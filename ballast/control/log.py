@@ -12,10 +12,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
+
 from ballast.avro.codec import AvroCodec
 from ballast.control.state import CONTROL_SCHEMA, ControlLogError, ControlState, apply_event, make_event
 from ballast.kafka.config import KafkaConfig
 from ballast.waiting import WaitTimeout, wait_until
+
+# a control topic created moments ago answers these until its leader is elected
+_NOT_READY = (
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+)
 
 
 def writer_transactional_id(control_topic: str) -> str:
@@ -53,8 +62,6 @@ class ControlLogReader:
         events = []
         for m in msgs:
             if m.error():
-                from confluent_kafka import KafkaError
-
                 if m.error().code() == KafkaError._PARTITION_EOF:
                     continue
                 raise ControlLogError(f"control topic error: {m.error()}")
@@ -74,12 +81,29 @@ class ControlLogReader:
         return self._fold_messages(self.consumer.consume(max_events, timeout=timeout))
 
     def read_to_end(self, timeout: float = 30.0) -> list[dict[str, Any]]:
-        """Fold everything committed up to now (the last stable offset when called)."""
+        """Fold everything committed up to now (the last stable offset when called).
+
+        A router is often started right after ``ballast topics create``: a control topic whose
+        leader is not elected yet is waited for (up to ``timeout``), not a reason to crash.
+        """
         from confluent_kafka import TopicPartition
 
-        _low, high = self.consumer.get_watermark_offsets(
-            TopicPartition(self.topic, 0), timeout=timeout, cached=False
-        )
+        def end_offset() -> tuple[int] | None:
+            try:
+                _low, high = self.consumer.get_watermark_offsets(
+                    TopicPartition(self.topic, 0), timeout=min(timeout, 5.0), cached=False
+                )
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.retriable() or err.code() in _NOT_READY:
+                    return None
+                raise
+            return (high,)
+
+        try:
+            (high,) = wait_until(end_offset, timeout, f"the end of control topic {self.topic}", interval=0.2)
+        except WaitTimeout as exc:
+            raise ControlLogError(str(exc)) from None
         events: list[dict[str, Any]] = []
 
         def caught_up() -> bool:

@@ -27,7 +27,6 @@ from services.router.config import RouterSettings
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ballast.kafka.admin import require_broker
     from services.router.router import Router
 
     connection = ConnectionSettings.from_args(args)
@@ -38,8 +37,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    kafka = connection.kafka_config(client_id=f"ballast-router-{settings.router_id}")
-    require_broker(kafka)
+    kafka = connection.checked_kafka_config(client_id=f"ballast-router-{settings.router_id}")
     router = Router.connect(settings, layout.layout(), kafka, active_workers=layout.active_workers)
 
     def on_signal(signum: int, _frame: object) -> None:

@@ -10,18 +10,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from confluent_kafka import KafkaError, KafkaException
-
 from ballast.control.state import ControlState
-from ballast.waiting import wait_until
 from services.router.errors import RouterError
-
-# a control topic created moments ago can answer these until its leader is elected
-NOT_READY = (
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-    KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError.UNKNOWN_TOPIC_OR_PART,
-)
 
 
 class ControlSource(Protocol):
@@ -45,23 +35,9 @@ class ControlFollower:
         self.state: ControlState = reader.state
 
     def start(self, timeout: float = 30.0) -> ControlState:
-        """Fold everything committed so far (blocks); a broken log raises ``ControlLogError``.
-
-        A router is often started right after ``ballast topics create``; a control topic whose
-        leader is not elected yet is waited for (up to ``timeout``), not a reason to crash.
-        """
-
-        def folded() -> bool:
-            try:
-                self.reader.read_to_end(timeout)
-            except KafkaException as exc:
-                err = exc.args[0]
-                if err.retriable() or err.code() in NOT_READY:
-                    return False
-                raise
-            return True
-
-        wait_until(folded, timeout, f"reading the control log {self.reader.topic}", interval=0.2)
+        """Fold everything committed so far (blocks; waits out a control topic still electing its
+        leader); a broken log raises ``ControlLogError``."""
+        self.reader.read_to_end(timeout)
         self.state = self.reader.state
         return self.state
 
