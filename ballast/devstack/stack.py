@@ -17,6 +17,7 @@ an optional ``progress`` callback (``ballast stack up`` prints it), never by pri
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -281,18 +282,17 @@ def stop_pid(pid: int | None, marker: str, timeout: float = 30.0, hard: bool = F
         return
     assert pid is not None
     os.kill(pid, signal.SIGKILL if hard else signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)  # reap if it is our child
-            if done == pid:
-                return
-        except ChildProcessError:
-            pass
-        if not pid_alive(pid, marker):
-            return
-        time.sleep(0.1)
-    os.kill(pid, signal.SIGKILL)
+
+    def gone() -> bool:
+        with contextlib.suppress(ChildProcessError):
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:  # reap it if it is our child
+                return True
+        return not pid_alive(pid, marker)
+
+    try:
+        wait_until(gone, timeout, f"process {pid} to exit")
+    except WaitTimeout:
+        os.kill(pid, signal.SIGKILL)
 
 
 def stop_node(state: StackState, node_id: int, hard: bool = False) -> None:

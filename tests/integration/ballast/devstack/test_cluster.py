@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
 from confluent_kafka import Producer
@@ -16,6 +15,7 @@ from ballast.kafka.clients import DeliveryTracker, make_consumer
 from ballast.kafka.config import KafkaConfig
 from ballast.kafka.reading import read_until_idle
 from ballast.kafka.topics import TopicSpec
+from ballast.waiting import wait_until
 
 PER_PHASE = 20_000
 
@@ -56,13 +56,12 @@ def test_three_brokers_survive_one_stopped(cluster, unique):
     topic = unique("replicated")
     ensure_topics(admin, [TopicSpec("test", topic, 6, {})])  # broker defaults: RF 3, min ISR 2
     # metadata reaches the three brokers at slightly different times: ask until all 6 partitions show
-    deadline = time.monotonic() + 30
-    replicas: dict[int, int] = {}
-    while len(replicas) < 6 and time.monotonic() < deadline:
+    def replicas() -> dict[int, int]:
         partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
-        replicas = {p.id: len(p.replicas) for p in partitions.values()}
-        time.sleep(0.2)
-    assert len(replicas) == 6 and set(replicas.values()) == {3}, replicas
+        return {p.id: len(p.replicas) for p in partitions.values()}
+
+    wait_until(lambda: len(replicas()) == 6, 30, f"6 partitions of {topic} in the metadata")
+    assert set(replicas().values()) == {3}, replicas()
 
     tracker = DeliveryTracker()
     producer = Producer(cfg.producer(acks="all", **{"message.timeout.ms": 120_000}))
@@ -74,10 +73,8 @@ def test_three_brokers_survive_one_stopped(cluster, unique):
     assert producer.flush(120) == 0
     tracker.raise_if_failed()
     assert tracker.delivered == 2 * PER_PHASE
-    deadline = time.monotonic() + 30  # the stopped broker leaves the metadata once it is fenced
-    while sorted(admin.list_topics(timeout=10).brokers) != [1, 3] and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert sorted(admin.list_topics(timeout=10).brokers) == [1, 3]
+    # the stopped broker leaves the metadata once it is fenced
+    wait_until(lambda: sorted(admin.list_topics(timeout=10).brokers) == [1, 3], 30, "broker 2 to leave")
 
     consumer = make_consumer(cfg, unique("g"))
     consumer.subscribe([topic])

@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ballast.avro.codec import AvroCodec
 from ballast.control.log import ControlLogWriter
-from ballast.control.state import ControlState, apply_event, initial_state
+from ballast.control.state import apply_event, initial_state
 from ballast.kafka.admin import ensure_topics
 from ballast.kafka.clients import make_producer, produce_all
 from ballast.kafka.config import KafkaConfig
@@ -36,11 +36,6 @@ WORKERS = 8
 
 def seq_of(payload: bytes) -> int:
     return int.from_bytes(payload[:8], "big")
-
-
-def route(state: ControlState, key: str) -> int:
-    """Expected worker of ``key`` at the epoch of ``state`` (F(k) of the folded test log)."""
-    return state.table.route(key.encode())
 
 
 @dataclass
@@ -237,7 +232,7 @@ class RouterKit:
                 ev["event_time"],
             )
             state = self.states[rec["epoch"]]
-            assert rec["partition"] == route(state, rec["key"]), (
+            assert rec["partition"] == state.table.route(rec["key"].encode()), (
                 f"key {rec['key']} epoch {rec['epoch']} in partition {rec['partition']}"
             )
             assert rec["router_id"] in routers

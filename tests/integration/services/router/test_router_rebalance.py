@@ -7,8 +7,9 @@ from __future__ import annotations
 import threading
 import time
 
-from conftest import WORKERS, route
+from conftest import WORKERS
 
+from ballast.waiting import wait_until
 from ballast.workload import input_events
 
 N = 200_000
@@ -28,19 +29,15 @@ def test_two_routers_with_a_rebalance(kit):
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
     a = kit.start_thread("ra")
-    deadline = time.monotonic() + 120
-    while a.totals.offered < 30_000:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(lambda: a.totals.offered >= 30_000, 120, "router ra routing 30,000 records", interval=0.05)
     b = kit.start_thread("rb")
-    while b.totals.offered == 0:
-        assert time.monotonic() < deadline, "second router never got a partition"
-        time.sleep(0.05)
+    wait_until(lambda: b.totals.offered > 0, 120, "router rb getting a partition", interval=0.05)
     rebalanced_at = produced[0]
+    table0 = kit.states[0].table
     kit.send_control(
         "ROUTING_UPDATE",
         {
-            "assign": {e["key"]: (route(kit.states[0], e["key"]) + 3) % WORKERS for e in events[:50]},
+            "assign": {e["key"]: (table0.route(e["key"].encode()) + 3) % WORKERS for e in events[:50]},
             "unassign": [],
             "reason": "t4",
         },
