@@ -17,7 +17,6 @@ fails). ``--debug`` shows the traceback instead.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 import traceback
 from collections.abc import Callable
@@ -35,17 +34,12 @@ class CliSettings(Settings):
 
 
 def quiet_client_log(args: argparse.Namespace, debug: bool) -> None:
-    """One-shot commands (``one_shot`` set by their parser) show librdkafka's errors, not its warnings.
-
-    A command that fails says so in its one error line; librdkafka's warnings about what it retries
-    by itself (a transaction coordinator still loading, a refreshed leader) would only be noise there,
-    so they show with ``--debug``. Services (``router run``) keep WARNING: they run for days and their
-    log is where such retries belong.
-    """
-    from ballast.kafka.config import LIBRDKAFKA_LOGGER
+    """One-shot commands (``one_shot`` set by their parser) show librdkafka's errors, not its
+    warnings, unless ``--debug``; services (``router run``) keep WARNING."""
+    from ballast.kafka.config import quiet_retried_warnings
 
     if getattr(args, "one_shot", False) and not debug:
-        LIBRDKAFKA_LOGGER.setLevel(logging.ERROR)
+        quiet_retried_warnings()
 
 
 def build_parser() -> argparse.ArgumentParser:

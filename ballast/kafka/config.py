@@ -50,6 +50,17 @@ LIBRDKAFKA_LOGGER.setLevel(logging.WARNING)
 LIBRDKAFKA_LOGGER.addFilter(_OncePerMinute())
 
 
+def quiet_retried_warnings() -> None:
+    """For one-shot programs (a CLI command, the demo): librdkafka's errors show, its warnings do not.
+
+    A one-shot program that fails says so itself; librdkafka's warnings about what it retries by
+    itself (a transaction coordinator still loading on a fresh broker, a refreshed leader) would
+    only be noise there. Services keep WARNING: they run for days and their log is where such
+    retries belong.
+    """
+    LIBRDKAFKA_LOGGER.setLevel(logging.ERROR)
+
+
 def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(mapping or {}))
 

@@ -9,6 +9,7 @@ import sys
 from rich.console import Console
 
 from ballast.devstack.stack import StackSettings
+from ballast.kafka.config import quiet_retried_warnings
 from ballast.kafka.connection import ConnectionSettings
 from ballast.kafka.topics import LayoutSettings
 from ballast.settings import SettingsError
@@ -41,8 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    # librdkafka's lines (WARNING and up, de-duplicated) say who is talking, like every other log
+    # librdkafka's lines say who is talking, like every other log; the demo is one-shot, so its
+    # retried warnings (a fresh broker's coordinators still loading) stay quiet, errors show
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    quiet_retried_warnings()
     console = Console()
     report = run_demo(demo, connection, layout, ConsoleProgress(console), stack)
     render(report, console)

@@ -39,10 +39,9 @@ def test_demo_routes_exactly_once_and_rebalances(tmp_path):
     # the table helped: per-worker imbalance under the Mixed plan is below the hash's
     assert report.max_mean(1) < report.max_mean(0), report.load_by_epoch
 
-    # no librdkafka error on either stream: no client outlived the broker (a retried warning while
-    # the fresh broker loads its coordinators may show, as a WARNING line)
+    # no librdkafka line on either stream: no client outlived the broker, nothing failed
     lines = (out.stdout + out.stderr).splitlines()
-    noise = [line for line in lines if "Connection refused" in line or line.startswith("ERROR")]
+    noise = [line for line in lines if any(w in line for w in ("librdkafka", "rdkafka#", "refused"))]
     assert not noise, noise[:5]
     # the stack the demo started is stopped and its folder (made by the demo) removed
     assert not state.exists() or all(n.pid is None for n in StackState.load(state).nodes)
