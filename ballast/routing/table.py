@@ -12,7 +12,7 @@ Keys are bytes (what Kafka carries). A routable key is non-empty UTF-8 (it is wr
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 from ballast.routing.murmur2 import kafka_partition
 
@@ -89,17 +89,6 @@ class RoutingTable(Mapping[bytes, int]):
         merged = dict(self._entries)
         merged.update(changes)
         return RoutingTable(self.num_workers, merged, self.epoch + 1 if epoch is None else epoch)
-
-    def route_many(self, keys: Iterable[bytes]) -> list[int]:
-        return [self.route(k) for k in keys]
-
-    def rescaled(self, num_workers: int, epoch: int | None = None) -> RoutingTable:
-        """The same pinned entries under another worker count (entries now equal to the hash drop out).
-
-        Decision: a pinned key keeps its worker across a SCALE; the table stays "deviations only",
-        so a key whose pin equals the new hash home is simply hashed from then on.
-        """
-        return RoutingTable(num_workers, self._entries, self.epoch if epoch is None else epoch)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, RoutingTable):

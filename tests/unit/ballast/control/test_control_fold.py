@@ -83,3 +83,13 @@ def test_keys_that_cannot_be_routed_are_refused():
     s = cl.ControlState(num_workers=4)
     with pytest.raises(cl.ControlLogError, match="cannot be routed"):
         cl.apply_event(s, ev(1, cl.routing_update({"": 1})))
+
+
+def test_scale_keeps_every_pin_and_drops_pins_equal_to_the_new_hash():
+    """Decision: a pinned key keeps its worker across SCALE; the table stays deviations-only."""
+    keys = [f"k{i}" for i in range(200)]
+    pins = {k: (kafka_partition(k.encode(), 4) + 1) % 3 for k in keys}  # workers 0..2: valid after SCALE 3
+    s = cl.fold(cl.ControlState(num_workers=4), [ev(1, cl.routing_update(pins)), ev(2, cl.scale(3))])
+    assert all(s.table.route(k.encode()) == w for k, w in pins.items())
+    assert all(w != kafka_partition(k, 3) for k, w in s.table.items())
+    assert len(s.table) < len(pins)  # some pins equal the 3-worker hash: no entry needed

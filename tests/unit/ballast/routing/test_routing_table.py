@@ -40,18 +40,6 @@ def test_with_changes_back_to_hash_deletes_entry_and_bumps_epoch():
     assert t2.epoch == 8
 
 
-def test_rescaled_keeps_pins_and_drops_entries_equal_to_the_new_hash():
-    n, m = 4, 3
-    keys = [f"k{i}".encode() for i in range(200)]
-    pins = {k: (kafka_partition(k, n) + 1) % n for k in keys}
-    pins = {k: w for k, w in pins.items() if w < m}
-    table = RoutingTable(n, pins).rescaled(m)
-    for k in pins:
-        assert table.route(k) == pins[k]
-    assert all(w != kafka_partition(k, m) for k, w in table.items())
-    assert len(table) < len(pins)  # some pins equal the 3-worker hash: no entry needed
-
-
 def test_check_key_is_the_one_key_validation():
     assert check_key(b"k") == b"k"
     with pytest.raises(InvalidKeyError) as empty:
