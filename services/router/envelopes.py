@@ -28,7 +28,7 @@ DLQ_HEADERS = (
     "ballast.source.topic",
     "ballast.source.partition",
     "ballast.source.offset",
-    "services.router.id",
+    "ballast.router.id",
 )
 
 
@@ -88,14 +88,15 @@ class EnvelopeWriter:
 
     def dead_letter(self, m: Message, reason: str, detail: str) -> None:
         """Original key and value, unchanged; the why and where in headers (same transaction)."""
-        headers = [
-            ("ballast.error.reason", reason.encode()),
-            ("ballast.error.detail", detail[:1000].encode("utf-8", "replace")),
-            ("ballast.source.topic", m.topic().encode()),
-            ("ballast.source.partition", str(m.partition()).encode()),
-            ("ballast.source.offset", str(m.offset()).encode()),
-            ("services.router.id", self.router_id.encode()),
-        ]
+        values = (
+            reason.encode(),
+            detail[:1000].encode("utf-8", "replace"),
+            m.topic().encode(),
+            str(m.partition()).encode(),
+            str(m.offset()).encode(),
+            self.router_id.encode(),
+        )
+        headers = list(zip(DLQ_HEADERS, values, strict=True))
         self.produce(self.dead_letter_topic, m.value(), m.key(), headers=headers)
 
     def metrics_record(self, record: dict[str, Any]) -> None:

@@ -72,7 +72,7 @@ def test_malformed_records_go_to_the_dead_letter_topic(kit):
     for m in dlq:
         h = {k: v.decode() for k, v in m.headers()}
         assert h["ballast.source.topic"] == kit.input
-        assert h["services.router.id"] == "r1"
+        assert h["ballast.router.id"] == "r1"
         assert h["ballast.error.detail"]
         pos = (int(h["ballast.source.partition"]), int(h["ballast.source.offset"]))
         assert stored[pos] == (m.key(), m.value()), "headers must point at the original record"
