@@ -139,12 +139,17 @@ class SchemaStore:
 
     @classmethod
     def from_dir(cls, folder: Path = SCHEMAS_DIR) -> SchemaStore:
+        """The current schemas (``folder/*.avsc``) and every earlier released writer version
+        (``folder/previous/*.avsc``): records written by an older release stay decodable, resolved
+        to the current reader schema (new fields take their defaults)."""
         store = cls()
         files = sorted(folder.glob("*.avsc"))
         if not files:
             raise FileNotFoundError(f"no .avsc files in {folder}")
         for f in files:
             store.register(json.loads(f.read_text()))
+        for f in sorted((folder / "previous").glob("*.avsc")):
+            store.register(json.loads(f.read_text()), current=False)
         return store
 
     def by_fingerprint(self, fingerprint: int) -> SchemaVersion | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Iterable
 
 from ballast.avro.codec import default_store
 
@@ -143,5 +144,24 @@ def data_suffix(epoch: int, router_id: str, source_topic: str, source_partition:
     return zigzag(epoch) + avro_string(router_id) + avro_string(source_topic) + zigzag(source_partition)
 
 
-def epoch_marker(epoch: int, router_id: str, worker: int, marker_time_ms: int) -> bytes:
-    return MARKER_PREFIX + zigzag(epoch) + avro_string(router_id) + zigzag(worker) + zigzag(marker_time_ms)
+def covers_field(covers: Iterable[tuple[str, int]]) -> bytes:
+    """``EpochMarker.covers``: an Avro array (one block) of (topic, partition) records."""
+    items = sorted(covers)
+    if not items:
+        return b"\x00"
+    body = b"".join(avro_string(topic) + zigzag(partition) for topic, partition in items)
+    return zigzag(len(items)) + body + b"\x00"
+
+
+def epoch_marker(
+    epoch: int, router_id: str, worker: int, marker_time_ms: int, covers: bytes = b"\x00"
+) -> bytes:
+    """An EpochMarker envelope; ``covers`` is :func:`covers_field` (computed once per marker set)."""
+    return (
+        MARKER_PREFIX
+        + zigzag(epoch)
+        + avro_string(router_id)
+        + zigzag(worker)
+        + zigzag(marker_time_ms)
+        + covers
+    )

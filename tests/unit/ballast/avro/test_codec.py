@@ -24,6 +24,7 @@ from ballast.avro.codec import (
     _strip_logical_types,
     default_store,
 )
+from ballast.paths import SCHEMAS_DIR
 
 SAMPLES = {
     "io.ballast.InputEvent": {
@@ -63,6 +64,7 @@ SAMPLES = {
             "io.ballast.RouterKeyStats",
             {
                 "epoch": 1,
+                "first_epoch": 1,
                 "worker_records": [1, 2],
                 "worker_bytes": [10, 20],
                 "offered_records": 3,
@@ -70,6 +72,7 @@ SAMPLES = {
                 "dead_lettered": 0,
                 "heavy_hitters": [{"key": "a", "count": 2, "error": 0}],
                 "sketch_capacity": 100,
+                "sketch_records": 3,
             },
         ),
     },
@@ -246,3 +249,16 @@ def test_schema_version_identity_is_its_canonical_form():
         {"type": "record", "name": "X", "doc": "two", "fields": [{"name": "a", "type": "int"}]}
     )
     assert a.fingerprint == b.fingerprint  # docs are not part of Parsing Canonical Form
+
+
+def test_records_of_the_previous_release_decode_with_the_new_fields_defaulted():
+    """``schemas/previous`` keeps every released writer version: an EpochMarker written before
+    markers stated the input partitions they cover decodes with ``covers = []``."""
+    old_schema = json.loads((SCHEMAS_DIR / "previous" / "routed_envelope.v1.avsc").read_text())
+    old_codec = AvroCodec("io.ballast.RoutedEnvelope", SchemaStore([SchemaVersion.from_json(old_schema)]))
+    marker = {"epoch": 3, "router_id": "r", "worker": 1, "marker_time": 5}
+    value = old_codec.encode({"body": ("io.ballast.EpochMarker", marker)})
+    assert AvroCodec("io.ballast.RoutedEnvelope").decode(value)["body"] == (
+        "io.ballast.EpochMarker",
+        {**marker, "covers": []},
+    )

@@ -43,9 +43,16 @@ def test_spliced_envelope_equals_fastavro(key, payload, et):
             "source_partition": 2,
             "source_offset": offset,
         }
-    assert ENV.decode(wire.epoch_marker(9, "r", 4, 77))["body"] == (
+    covers = wire.covers_field([("in", 2), ("a", 0)])
+    assert ENV.decode(wire.epoch_marker(9, "r", 4, 77, covers))["body"] == (
         "io.ballast.EpochMarker",
-        {"epoch": 9, "router_id": "r", "worker": 4, "marker_time": 77},
+        {
+            "epoch": 9,
+            "router_id": "r",
+            "worker": 4,
+            "marker_time": 77,
+            "covers": [{"topic": "a", "partition": 0}, {"topic": "in", "partition": 2}],
+        },
     )
 
 
