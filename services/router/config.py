@@ -10,12 +10,20 @@ benchmark feeds it from topics of its own.
 
 from __future__ import annotations
 
+import os
+import re
+import socket
 from dataclasses import dataclass
 
 from ballast.settings import Settings, setting
 from services.router.input_formats import FORMATS, FormatOptions
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _host_token() -> str:
+    """The host name as an id token (no spaces or slashes)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", socket.gethostname()) or "host"
 
 
 @dataclass(frozen=True)
@@ -25,7 +33,10 @@ class RouterSettings(Settings):
     ENV_PREFIX = "BALLAST_ROUTER_"
 
     router_id: str = setting(
-        "router-0", "stable instance id (transactional.id, group.instance.id, marker router_id)"
+        "",
+        "instance id: transactional.id, group.instance.id, markers' router_id (empty: "
+        "router-<host>-<pid>, unique per process; give a stable one so a restart reclaims its "
+        "partitions and fences its zombie)",
     )
     input_topics: tuple[str, ...] = setting(
         (), "comma-separated input topics (none: the layout's <prefix>.input)"
@@ -55,6 +66,18 @@ class RouterSettings(Settings):
     transactional_id_prefix: str = setting("ballast-router", "transactional.id = <prefix>.<group>.<id>")
     static_membership: bool = setting(True, "group.instance.id = router id (fast restart)")
     session_timeout_ms: int = setting(15_000, "consumer group session timeout")
+    max_poll_interval_ms: int = setting(
+        300_000, "longest pause between polls before the group takes the partitions away (lost)"
+    )
+    commit_timeout_ms: int = setting(
+        60_000, "per call: send_offsets_to_transaction / commit_transaction / abort_transaction"
+    )
+    commit_attempts: int = setting(
+        5, "calls per commit step on retriable errors (the failed call is resumed, not restarted)"
+    )
+    control_timeout_s: float = setting(
+        30.0, "longest wait for the control log to reach an epoch an earlier owner committed"
+    )
     shed_seed: int = setting(0, "seed of the shedding sampler (0: random)")
     log_level: str = setting("info", "log level of the router process", choices=LOG_LEVELS)
 
@@ -62,10 +85,21 @@ class RouterSettings(Settings):
         if isinstance(self.input_topics, str):
             topics = tuple(t.strip() for t in self.input_topics.split(",") if t.strip())
             object.__setattr__(self, "input_topics", topics)
-        if not self.router_id or any(c in self.router_id for c in " /"):
+        if not self.router_id:
+            # unique per process: two routers started with defaults must not share the
+            # transactional.id / group.instance.id and fence each other
+            object.__setattr__(self, "router_id", f"router-{_host_token()}-{os.getpid()}")
+        if any(c in self.router_id for c in " /"):
             raise ValueError(f"router_id must be a non-empty token, got {self.router_id!r}")
         self.format_options()  # validates input_format and string_key
-        for name in ("batch_size", "commit_interval_ms", "heavy_hitter_capacity", "route_cache_size"):
+        for name in (
+            "batch_size",
+            "commit_interval_ms",
+            "heavy_hitter_capacity",
+            "route_cache_size",
+            "commit_timeout_ms",
+            "commit_attempts",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 

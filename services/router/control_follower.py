@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ballast.control.state import ControlState
+from ballast.waiting import WaitTimeout, wait_until
 from services.router.errors import RouterError
 
 
@@ -52,6 +53,35 @@ class ControlFollower:
             return []
         self.state = self.reader.state
         return [epoch for epoch in (int(e["epoch"]) for e in events) if epoch > before]
+
+    def catch_up(self, epoch: int, timeout: float) -> ControlState:
+        """Fold until the state reaches ``epoch`` (blocks): an earlier owner of a partition routed
+        it under ``epoch``, so routing it under an older table would send its epochs backwards."""
+        if self.state.epoch >= epoch:
+            return self.state
+
+        def reached() -> bool:
+            self.poll_blocking()
+            return self.state.epoch >= epoch
+
+        try:
+            wait_until(
+                reached, timeout, f"control log {self.reader.topic} at epoch {epoch}", interval=0,
+                describe=lambda: f"folded up to epoch {self.state.epoch}",
+            )  # fmt: skip
+        except WaitTimeout as exc:
+            raise RouterError(
+                f"{exc}: a partition was committed under epoch {epoch}, which this control log "
+                "does not reach (is it the log the previous owner followed?)"
+            ) from None
+        return self.state
+
+    def poll_blocking(self, timeout: float = 0.2) -> None:
+        try:
+            self.reader.poll(timeout)
+        except Exception as exc:
+            raise RouterError(f"control log: {exc}") from exc
+        self.state = self.reader.state
 
     def close(self) -> None:
         self.reader.close()

@@ -19,7 +19,7 @@ from typing import Any
 from confluent_kafka import Message, Producer
 
 from ballast.avro.codec import AvroCodec
-from ballast.avro.wire import data_suffix, epoch_marker
+from ballast.avro.wire import covers_field, data_suffix, epoch_marker
 from ballast.kafka.topics import TopicLayout
 
 DLQ_HEADERS = (
@@ -48,7 +48,9 @@ class EnvelopeWriter:
         # (source topic, source partition) -> envelope bytes after the body, minus the offset;
         # cleared in place on a new epoch (the loop binds its ``get`` once per batch)
         self.suffixes: dict[tuple[str, int], bytes] = {}
-        self.pending_markers: list[int] = []
+        # a marker of the current epoch is owed before the next record (new epoch, new partitions,
+        # an aborted transaction that took the last one with it)
+        self.markers_due = False
         self._metrics_codec = AvroCodec("io.ballast.MetricsRecord")
         self._metrics_key = router_id.encode()
 
@@ -65,24 +67,28 @@ class EnvelopeWriter:
         self.suffixes[(topic, partition)] = s
         return s
 
-    def queue_markers(self, epochs: Iterable[int]) -> None:
-        """Markers to write at the start of the next transaction, in epoch order."""
-        self.pending_markers.extend(epochs)
+    def queue_markers(self) -> None:
+        """Owe a marker of the current epoch, written before the next record.
 
-    def restart_from(self, epoch: int) -> None:
-        """Whatever was pending is void: the next transaction re-states ``epoch`` (a restart marker)."""
-        self.pending_markers = [epoch]
+        One marker suffices however many epochs were folded since the last one: markers are
+        cumulative (marker e ends every epoch < e for the partitions it covers), which is also
+        why a marker lost with an aborted transaction is repaired by simply owing it again.
+        """
+        self.markers_due = True
 
-    def write_markers(self, now_ms: int) -> int:
-        """One marker per pending epoch in **every** routed partition; returns how many were written."""
+    def write_markers(self, now_ms: int, covers: Iterable[tuple[str, int]]) -> int:
+        """The current epoch's marker, covering ``covers`` (the input partitions this router owns),
+        in **every** routed partition; returns how many were written (0: nothing owned)."""
+        self.markers_due = False
+        owned = list(covers)
+        if not owned:
+            return 0  # speaks for no input partition: says nothing
         rid = self.router_id
         topic = self.routed_topic
-        for epoch in self.pending_markers:
-            for w in range(self.routed_partitions):
-                self.produce(topic, epoch_marker(epoch, rid, w, now_ms), partition=w)
-        n = len(self.pending_markers) * self.routed_partitions
-        self.pending_markers = []
-        return n
+        field = covers_field(owned)
+        for w in range(self.routed_partitions):
+            self.produce(topic, epoch_marker(self.epoch, rid, w, now_ms, field), partition=w)
+        return self.routed_partitions
 
     # --- dead letters and statistics --------------------------------------------------------------
 

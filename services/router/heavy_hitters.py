@@ -68,6 +68,14 @@ class HeavyHitters:
         """(upper estimate, error) for any key; unmonitored keys have true count <= D."""
         return self.counters.get(key, 0) + self.decrement, self.decrement
 
+    def copy(self) -> HeavyHitters:
+        """An independent summary with the same counters (to render without committing)."""
+        other = HeavyHitters(self.capacity)
+        other.counters = dict(self.counters)
+        other.decrement = self.decrement
+        other.total = self.total
+        return other
+
     def reset(self) -> None:
         self.counters = {}
         self.decrement = 0

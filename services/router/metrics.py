@@ -37,8 +37,10 @@ class RouterTotals:
     dead_lettered: int = 0
     markers: int = 0
     refetched: int = 0  # records seen again after a rebalance/rewind (already processed), skipped
+    offset_resets: int = 0  # a record below the assignment's start: the consumer reset its position
     transactions: int = 0
     aborts: int = 0
+    commit_retries: int = 0
     epochs_applied: list[int] = field(default_factory=list)
 
 
@@ -66,6 +68,15 @@ class _Prometheus:
         self.markers = Counter("ballast_router_markers", "Epoch markers written", lbl, registry=r)
         self.transactions = Counter("ballast_router_transactions", "Transactions committed", lbl, registry=r)
         self.aborts = Counter("ballast_router_transaction_aborts", "Transactions aborted", lbl, registry=r)
+        self.commit_retries = Counter(
+            "ballast_router_commit_retries", "Commit calls repeated after a retriable error", lbl, registry=r
+        )
+        self.offset_resets = Counter(
+            "ballast_router_offset_resets",
+            "Fetch-position resets: a record below the assigned start offset was accepted",
+            lbl,
+            registry=r,
+        )
         self.table_size = Gauge("ballast_router_table_size", "Routing table entries", lbl, registry=r)
         self.epoch = Gauge("ballast_router_epoch", "Current routing epoch", lbl, registry=r)
         self.num_workers = Gauge(
@@ -104,6 +115,8 @@ class RouterMetrics:
         self._markers = p.markers.labels(rid)
         self._transactions = p.transactions.labels(rid)
         self._aborts = p.aborts.labels(rid)
+        self._commit_retries = p.commit_retries.labels(rid)
+        self._offset_resets = p.offset_resets.labels(rid)
         self._table_size = p.table_size.labels(rid)
         self._epoch = p.epoch.labels(rid)
         self._num_workers = p.num_workers.labels(rid)
@@ -132,9 +145,12 @@ class RouterMetrics:
         refetched: int,
         dead_reasons: dict[str, int],
         seconds: float,
+        epoch: int = 0,
+        resets: int = 0,
     ) -> None:
-        """One consumed batch: ``keys`` are the routed records' keys (``len(keys)`` = kept)."""
-        kept = len(keys)
+        """One consumed batch: ``keys`` are the offered records' keys (valid key, before
+        shedding); kept = ``len(keys) - shed``."""
+        kept = len(keys) - shed
         dead = sum(dead_reasons.values()) if dead_reasons else 0
         tot = self.totals
         tot.offered += offered
@@ -142,7 +158,10 @@ class RouterMetrics:
         tot.shed += shed
         tot.dead_lettered += dead
         tot.refetched += refetched
-        self.interval.add_batch(worker_records, worker_bytes, keys, offered, kept, dead)
+        if resets:
+            tot.offset_resets += resets
+            self._offset_resets.inc(resets)
+        self.interval.add_batch(worker_records, worker_bytes, keys, offered, kept, dead, epoch)
         self._in.inc(offered)
         self._out.inc(kept)
         if shed:
@@ -160,9 +179,14 @@ class RouterMetrics:
                 child.inc(n)
         self._batch_seconds.observe(seconds)
 
-    def snapshot(self, epoch: int) -> dict[str, Any]:
-        """The interval's ``RouterKeyStats`` MetricsRecord (codec tuple notation); a new interval starts."""
-        return self.interval.snapshot(self.router_id, epoch, now_ms())
+    def stats_record(self, epoch: int) -> dict[str, Any]:
+        """The interval's ``RouterKeyStats`` MetricsRecord (codec tuple notation), to be written as
+        the last record of the open transaction; the interval restarts when that commits."""
+        return self.interval.render(self.router_id, epoch, now_ms())
+
+    def discard_stats(self) -> None:
+        """No partitions owned: nothing to say; a new interval starts."""
+        self.interval.discard(now_ms())
 
     # --- control and checkpoint -------------------------------------------------------------------
 
@@ -178,10 +202,18 @@ class RouterMetrics:
         self.totals.markers += n
         self._markers.inc(n)
 
-    def transaction_committed(self) -> None:
-        self.totals.transactions += 1
-        self._transactions.inc()
+    def committed(self, transaction: bool) -> None:
+        """What was routed since the last commit is durable (``transaction``: an EOS commit)."""
+        self.interval.committed()
+        if transaction:
+            self.totals.transactions += 1
+            self._transactions.inc()
 
     def transaction_aborted(self) -> None:
         self.totals.aborts += 1
         self._aborts.inc()
+        self.interval.aborted()
+
+    def commit_retried(self) -> None:
+        self.totals.commit_retries += 1
+        self._commit_retries.inc()

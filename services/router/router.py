@@ -4,8 +4,9 @@ Structure (decisions in docs/router.md). The loop wires parts that each own one 
 
 * :class:`~services.router.control_follower.ControlFollower` folds the control log before routing
   anything, then polls it before every batch. A new epoch is applied at a transaction boundary:
-  commit the open transaction, then the next transaction starts with the epoch's markers in every
-  routed partition, so every record routed under epoch e follows marker e in its partition.
+  commit the open transaction, then the next transaction starts with the epoch's marker in every
+  routed partition, so every record routed under epoch e follows a marker e covering its input
+  partition (the frontier rule, docs/router.md).
 * :class:`~services.router.checkpoint.Checkpoint` owns processed offsets, transactions (EOS) or
   flush-and-commit (ALO), abort-and-rewind and the rebalance callbacks.
 * :class:`~services.router.envelopes.EnvelopeWriter` owns what is written: envelope suffixes,
@@ -13,9 +14,11 @@ Structure (decisions in docs/router.md). The loop wires parts that each own one 
 * :class:`~services.router.routes.RouteCache` memoises ``RoutingTable.route`` per epoch.
 * :class:`~services.router.metrics.RouterMetrics` counts (totals, Prometheus, key statistics).
 
-Start and restart: the first transaction of every run re-writes the current epoch's markers (a
-"restart marker"), so a worker always knows the epoch of the records that follow, whichever
-instance wrote them. Markers are idempotent per (router_id, epoch).
+Markers speak for input partitions, not for routers: each covers the input partitions its writer
+owns. A marker of the current epoch is owed (and written before the next record) on every epoch
+change, every assignment and after every aborted transaction. Before routing a newly assigned
+partition the router catches up with the control log to the epoch its previous owner committed
+with the partition's offset, so a partition's epochs never go back when it changes hands.
 
 The Kafka clients are injected (:meth:`Router.connect` builds the real ones), so a test can drive
 the loop with a recording producer and a scripted consumer.
@@ -91,6 +94,10 @@ class Router:
             on_rewind=self._rewound,
             deliveries=deliveries,
             name=rid,
+            commit_timeout_s=settings.commit_timeout_ms / 1000,
+            commit_attempts=settings.commit_attempts,
+            on_assigned=self._assigned,
+            before_commit=self._write_stats,
         )
         self.control = ControlFollower(control)
         self.parser = InputParser(settings.format_options())
@@ -101,6 +108,7 @@ class Router:
         self._stopping = False
         self._shed_active = False
         self._next_stats = 0.0
+        self._stats_due = False
         self._rng = random.Random(settings.shed_seed or None)
         self._apply(self.state, initial=True)
 
@@ -140,6 +148,7 @@ class Router:
             cconf: dict[str, Any] = {
                 "client.id": f"{rid}-consumer",
                 "session.timeout.ms": settings.session_timeout_ms,
+                "max.poll.interval.ms": settings.max_poll_interval_ms,
             }
             if settings.static_membership:
                 cconf["group.instance.id"] = rid
@@ -181,7 +190,6 @@ class Router:
             return
         self._started = True
         self._apply(self.control.start(), initial=True)
-        self.envelopes.restart_from(self.state.epoch)
         cp = self.checkpoint
         self.consumer.subscribe(
             list(self.input_topics), on_assign=cp.on_assign, on_revoke=cp.on_revoke, on_lost=cp.on_lost
@@ -215,10 +223,12 @@ class Router:
         s = self.settings
         self._follow_control()
         msgs = self.consumer.consume(s.batch_size, timeout=s.poll_timeout_ms / 1000)
+        if self.checkpoint.required_epoch > self.state.epoch:
+            self._catch_up(self.checkpoint.required_epoch)
         if msgs:
             self._begin()
             self._route_batch(msgs)
-        elif self.envelopes.pending_markers and self.checkpoint.assigned:
+        elif self.envelopes.markers_due and self.checkpoint.assigned:
             self._begin()
         now = time.monotonic()
         if now >= self._next_stats:
@@ -235,26 +245,55 @@ class Router:
         # epochs are applied at a transaction boundary: what was routed so far used the old table
         self.checkpoint.commit()
         self._apply(self.control.state)
-        self.envelopes.queue_markers(epochs)
+        self.envelopes.queue_markers()
         log.info("router %s: epoch %d -> %d", self.settings.router_id, before, self.state.epoch)
+
+    def _catch_up(self, epoch: int) -> None:
+        """A newly assigned partition was routed under ``epoch`` by its previous owner: read the
+        control log at least that far before routing it (blocks; nothing is routed meanwhile)."""
+        before = self.state.epoch
+        log.info(
+            "router %s: catching up from epoch %d to committed epoch %d",
+            self.settings.router_id, before, epoch,
+        )  # fmt: skip
+        self.checkpoint.commit()
+        self.control.catch_up(epoch, self.settings.control_timeout_s)
+        self._apply(self.control.state)
+        self.envelopes.queue_markers()
 
     def _apply(self, state: ControlState, initial: bool = False) -> None:
         """Switch routing to ``state`` (route cache and envelope suffixes are per epoch)."""
         self.state = state
         self.routes = RouteCache(state.table, self.settings.route_cache_size)
         self.envelopes.set_epoch(state.epoch)
+        self.checkpoint.epoch = state.epoch
         self._shed_active = any(p < 1.0 for p in state.keep_probability.values())
         self.metrics.epoch_applied(state, initial)
 
     def _rewound(self) -> None:
-        """After an abort the consumer is back at the committed offsets: re-state the epoch first."""
-        self.envelopes.restart_from(self.state.epoch)
+        """After an abort the consumer is back at the committed offsets and the transaction took
+        the last marker (and maybe the statistics record) with it: owe both again."""
+        self.envelopes.queue_markers()
+        self._next_stats = 0.0
+
+    def _assigned(self) -> None:
+        """New partitions: a marker covering them is owed before their first record."""
+        self.envelopes.queue_markers()
 
     def _begin(self) -> None:
-        """Open the interval (transaction); its first records are the pending markers."""
-        self.checkpoint.begin()
-        if self.envelopes.pending_markers:
-            self.metrics.markers_written(self.envelopes.write_markers(now_ms()))
+        """Open the interval (transaction); its first records are the owed markers.
+
+        At-least-once has no transaction to tie the markers to the offsets' epoch, so the epoch
+        is committed first (flush, commit offsets with their metadata): a marker never promises
+        an epoch the next owner could not learn from the committed offsets.
+        """
+        cp = self.checkpoint
+        env = self.envelopes
+        if env.markers_due and not cp.exactly_once and cp.assigned:
+            cp.commit()
+        cp.begin()
+        if env.markers_due:
+            self.metrics.markers_written(env.write_markers(now_ms(), cp.assigned))
 
     def _route_batch(self, msgs: list[Message]) -> None:
         """The hot path: everything per record is inlined locals; counters are reported per batch."""
@@ -275,7 +314,8 @@ class Router:
         wb = [0] * self.routed_partitions
         keys: list[bytes] = []
         kappend = keys.append
-        offered = shed = refetched = 0
+        offered = shed = refetched = resets = 0
+        floors = self.checkpoint.floors
         dead_reasons: dict[str, int] = {}
         next_offset = self.checkpoint.offsets
         nget = next_offset.get
@@ -292,9 +332,18 @@ class Router:
             off = m.offset()
             nxt = nget(tp)
             if nxt is None or off < nxt:
-                # partition revoked during consume(), or a re-fetch of an offset already processed
-                refetched += 1
-                continue
+                if nxt is None or off >= floors[tp]:
+                    # partition revoked during consume(), or a re-fetch of an offset processed
+                    refetched += 1
+                    continue
+                # below where this assignment started: not a re-fetch but a reset of the fetch
+                # position (the committed offset was out of range): trust what was fetched
+                resets += 1
+                floors[tp] = off
+                log.warning(
+                    "router %s: %s[%d] reset to offset %d (expected %d)",
+                    self.settings.router_id, t, sp, off, nxt,
+                )  # fmt: skip
             next_offset[tp] = off + 1
             offered += 1
             v = m.value()
@@ -318,6 +367,7 @@ class Router:
                 except InvalidKeyError as exc:
                     self._dead_letter(m, exc.reason, exc.detail, dead_reasons)
                     continue
+            kappend(key)  # the sketch counts offered load, before shedding
             if shed_active:
                 keep = keep_of.get(t)
                 if keep is None:
@@ -345,8 +395,10 @@ class Router:
                 env.produce(routed, out, key, p)
             wc[p] += 1
             wb[p] += len(out)
-            kappend(key)
-        self.metrics.batch(wc, wb, keys, offered, shed, refetched, dead_reasons, time.perf_counter() - t0)
+        self.metrics.batch(
+            wc, wb, keys, offered, shed, refetched, dead_reasons, time.perf_counter() - t0,
+            self.state.epoch, resets,
+        )  # fmt: skip
 
     def _consumer_error(self, m: Message) -> None:
         err = m.error()
@@ -361,11 +413,18 @@ class Router:
         reasons[reason] = reasons.get(reason, 0) + 1
 
     def _publish_stats(self) -> None:
+        """The statistics interval is over: the record is owed as the last of this interval's
+        transaction (written by :meth:`_write_stats` when the checkpoint commits)."""
         self._next_stats = time.monotonic() + self.settings.stats_interval_s
         cp = self.checkpoint
-        if cp.exactly_once and not cp.in_txn:
-            if not cp.assigned:
-                self.metrics.snapshot(self.state.epoch)  # nothing to say: start a new interval
-                return
-            self._begin()
-        self.envelopes.metrics_record(self.metrics.snapshot(self.state.epoch))
+        if not cp.assigned:
+            self.metrics.discard_stats()  # nothing to say: start a new interval
+            self._stats_due = False
+            return
+        self._stats_due = True
+        self._begin()  # make sure an interval is open, so a commit comes
+
+    def _write_stats(self) -> None:
+        if self._stats_due:
+            self._stats_due = False
+            self.envelopes.metrics_record(self.metrics.stats_record(self.state.epoch))

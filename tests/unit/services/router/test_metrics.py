@@ -16,7 +16,7 @@ def _sample(m: RouterMetrics, name: str, **labels: str) -> float | None:
 
 def test_one_batch_is_counted_the_same_everywhere():
     m = RouterMetrics("r", 3, heavy_hitter_capacity=10, heavy_hitters_top=5)
-    keys = [b"a", b"a", b"b"]
+    keys = [b"a", b"a", b"b", b"c"]  # offered with a valid key; one of them was shed
     m.batch(
         [2, 0, 1],
         [20, 0, 10],
@@ -26,6 +26,7 @@ def test_one_batch_is_counted_the_same_everywhere():
         refetched=4,
         dead_reasons={"oversize": 2},
         seconds=0.01,
+        epoch=4,
     )
     t = m.totals
     assert (t.offered, t.routed, t.shed, t.dead_lettered, t.refetched) == (6, 3, 1, 2, 4)
@@ -35,11 +36,62 @@ def test_one_batch_is_counted_the_same_everywhere():
     assert _sample(m, "ballast_router_dead_lettered_total", reason="oversize") == 2
     assert _sample(m, "ballast_router_partition_records_total", partition="0") == 2
     assert _sample(m, "ballast_router_partition_records_total", partition="1") is None  # never routed to
-    body = m.snapshot(epoch=4)["body"][1]
+    body = m.stats_record(epoch=4)["body"][1]
     assert (body["offered_records"], body["kept_records"], body["dead_lettered"]) == (6, 3, 2)
-    assert body["worker_records"] == [2, 0, 1] and body["epoch"] == 4
+    assert body["worker_records"] == [2, 0, 1] and body["epoch"] == 4 and body["first_epoch"] == 4
     assert body["heavy_hitters"][0]["key"] == "a" and body["heavy_hitters"][0]["count"] == 2
-    assert m.snapshot(epoch=4)["body"][1]["offered_records"] == 0  # a new interval started
+    # the sketch saw the offered keys, the shed one included, and says so
+    assert {h["key"] for h in body["heavy_hitters"]} == {"a", "b", "c"} and body["sketch_records"] == 4
+    m.committed(transaction=True)  # the transaction carrying the record commits: a new interval
+    assert m.stats_record(epoch=4)["body"][1]["offered_records"] == 0
+
+
+def _offer(m: RouterMetrics, key: bytes, n: int, epoch: int = 1) -> None:
+    m.batch(
+        [n, 0], [n, 0], [key] * n, offered=n, shed=0, refetched=0, dead_reasons={}, seconds=0, epoch=epoch
+    )
+
+
+def _stats(m: RouterMetrics, epoch: int = 1) -> dict:
+    return m.stats_record(epoch)["body"][1]
+
+
+def test_an_aborted_transaction_neither_loses_nor_double_counts():
+    m = RouterMetrics("r", 2)
+    _offer(m, b"a", 5)
+    m.committed(transaction=True)
+    _offer(m, b"b", 7)  # in a transaction that aborts: these records are read again
+    m.transaction_aborted()
+    _offer(m, b"b", 7)
+    m.committed(transaction=True)
+    body = _stats(m)
+    assert body["offered_records"] == 12 and body["worker_records"] == [12, 0]
+    assert {h["key"]: h["count"] for h in body["heavy_hitters"]} == {"a": 5, "b": 7}
+
+
+def test_a_statistics_record_lost_with_its_transaction_is_rendered_again_in_full():
+    m = RouterMetrics("r", 2)
+    _offer(m, b"a", 5)
+    m.committed(transaction=True)
+    _offer(m, b"a", 1)
+    assert _stats(m)["offered_records"] == 6  # written into the open transaction ...
+    m.transaction_aborted()  # ... which aborts, record included: the interval did not end
+    _offer(m, b"a", 1)
+    assert _stats(m)["offered_records"] == 6
+    m.committed(transaction=True)
+    assert _stats(m)["offered_records"] == 0
+
+
+def test_a_statistics_record_names_the_epochs_it_spans():
+    m = RouterMetrics("r", 2)
+    _offer(m, b"a", 1, epoch=3)
+    m.committed(transaction=False)
+    _offer(m, b"a", 1, epoch=5)
+    body = _stats(m, epoch=6)
+    assert (body["first_epoch"], body["epoch"]) == (3, 6)
+    m.committed(transaction=False)
+    body = _stats(m, epoch=6)
+    assert (body["first_epoch"], body["epoch"]) == (6, 6)  # nothing routed: the current epoch
 
 
 def test_epochs_markers_and_transactions():
@@ -47,7 +99,7 @@ def test_epochs_markers_and_transactions():
     m.epoch_applied(ControlState(num_workers=2, max_workers=2), initial=True)
     m.epoch_applied(ControlState(num_workers=1, max_workers=2, epoch=1, table={b"k": 0}))
     m.markers_written(2)
-    m.transaction_committed()
+    m.committed(transaction=True)
     m.transaction_aborted()
     t = m.totals
     assert (t.epochs_applied, t.markers, t.transactions, t.aborts) == ([1], 2, 1, 1)

@@ -1,0 +1,161 @@
+"""The router's half of the frontier rule, on fake clients: markers cover input partitions,
+epochs travel with committed offsets, every abort path owes a marker again, and a commit that
+timed out is resumed. Every test reads the output as a ``read_committed`` consumer would (aborted
+transactions dropped) and judges it with the schema-level checker of tests/support/frontier.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from ballast.control.state import make_event, routing_update
+from services.router.checkpoint import Checkpoint
+from services.router.metrics import RouterMetrics
+from tests.support import frontier
+from tests.support.router_fakes import (
+    RecordingProducer,
+    ScriptedConsumer,
+    make_router,
+    msg,
+    play,
+    routed,
+    routed_messages,
+)
+
+pytestmark = pytest.mark.unit
+
+INPUTS = {("in", p) for p in range(4)}
+
+
+def check(router) -> frontier.RoutedTopic:
+    topic = frontier.from_messages(routed_messages(router))
+    assert frontier.violations(topic, INPUTS) == []
+    return topic
+
+
+def markers(router) -> list[tuple[int, list[tuple[str, int]]]]:
+    return [
+        (b["epoch"], [(c["topic"], c["partition"]) for c in b["covers"]])
+        for br, b in routed(router)
+        if br == "io.ballast.EpochMarker"
+    ]
+
+
+def test_markers_cover_the_input_partitions_owned_and_precede_their_records():
+    router = make_router(exactly_once=True, committed={("in", 0): 0, ("in", 3): 7})
+    play(router, ("assign", [("in", 0), ("in", 3)]), ("batch", [msg(0, 0), msg(3, 7)]))
+    assert markers(router) == [(0, [("in", 0), ("in", 3)])] * 4
+    check(router)
+
+
+def test_every_assignment_owes_a_marker_covering_the_new_partitions():
+    router = make_router(exactly_once=True, committed={("in", 0): 0, ("in", 1): 0})
+    play(
+        router,
+        ("assign", [("in", 0)]),
+        ("batch", [msg(0, 0)]),
+        ("revoke", [("in", 0)]),
+        ("assign", [("in", 0), ("in", 1)]),
+        ("batch", [msg(0, 1), msg(1, 0)]),
+    )
+    assert markers(router) == [(0, [("in", 0)])] * 4 + [(0, [("in", 0), ("in", 1)])] * 4
+    check(router)
+
+
+def test_a_partition_is_never_routed_under_an_older_epoch_than_its_previous_owner_committed():
+    """Router A applied epoch 1 and committed partition 0 with it; this router (B) takes the
+    partition before its non-blocking control poll has seen epoch 1. Routing under epoch 0 would
+    send partition 0's epochs backwards: B must catch up first."""
+    router = make_router(exactly_once=True, committed={("in", 0): 5}, metadata={("in", 0): "ballast-epoch=1"})
+    key = b"moved"
+    home = router.state.table.route(key)
+    router.control.reader.events.append(make_event(1, *routing_update({"moved": (home + 1) % 4})))  # type: ignore[attr-defined]
+    router.control.reader.lagging = True  # type: ignore[attr-defined]
+    play(router, ("assign", [("in", 0)]), ("batch", [msg(0, 5, key)]))
+    data = [(b["epoch"], b["key"]) for br, b in routed(router) if br == "io.ballast.DataRecord"]
+    assert data == [(1, "moved")]
+    assert markers(router) == [(1, [("in", 0)])] * 4
+    assert [p for t, _, k, p in router.producer.sent if k == key] == [(home + 1) % 4]  # type: ignore[attr-defined]
+    check(router)
+
+
+def test_the_epoch_is_committed_with_the_offsets():
+    router = make_router(exactly_once=True, committed={("in", 0): 0})
+    router.control.reader.events.append(make_event(1, *routing_update({"k": 2})))  # type: ignore[attr-defined]
+    play(router, ("assign", [("in", 0)]), ("batch", [msg(0, 0)]))
+    assert router.consumer.group_metadata[("in", 0)] == "ballast-epoch=1"  # type: ignore[attr-defined]
+
+
+def test_lost_partitions_abort_and_the_reassignment_starts_with_a_marker():
+    """``on_lost`` aborts the open transaction, which held the epoch's markers; the records are
+    read again after the re-assignment and must follow a marker again."""
+    router = make_router(exactly_once=True, committed={("in", 0): 0})
+    play(
+        router,
+        ("assign", [("in", 0)]),
+        ("batch", [msg(0, 0), msg(0, 1)]),
+        ("lost", [("in", 0)]),
+        ("assign", [("in", 0)]),
+        ("batch", [msg(0, 0), msg(0, 1)]),
+    )
+    assert "abort" in router.producer.calls  # type: ignore[attr-defined]
+    topic = check(router)
+    assert sorted(frontier.source_counts(topic).values()) == [1, 1]
+
+
+def test_lost_partitions_rewind_the_ones_still_owned():
+    """The aborted transaction also held records of partitions not lost: they are read again from
+    the committed offsets, after a marker, instead of being skipped."""
+    router = make_router(exactly_once=True, committed={("in", 0): 0, ("in", 1): 0})
+    play(
+        router,
+        ("assign", [("in", 0), ("in", 1)]),
+        ("batch", [msg(0, 0), msg(1, 0)]),
+        ("lost", [("in", 0)]),
+        ("batch", [msg(1, 0), msg(1, 1)]),
+    )
+    topic = check(router)
+    assert frontier.source_counts(topic) == {("in", 1, 0): 1, ("in", 1, 1): 1}
+    assert ("in", 1, 0) in router.consumer.seeks  # type: ignore[attr-defined]
+
+
+def test_an_aborted_transaction_owes_its_marker_again():
+    router = make_router(exactly_once=True, committed={("in", 0): 0})
+    abortable = KafkaException(KafkaError(KafkaError._FENCED, "x", txn_requires_abort=True))
+    router.consumer.script = [("assign", [("in", 0)]), ("batch", [msg(0, 0)]), ("batch", [msg(0, 0)])]  # type: ignore[attr-defined]
+    router.start()
+    router.step()
+    # a new epoch: the open transaction is committed first, and that commit aborts
+    router.producer.fail_commit.append(abortable)  # type: ignore[attr-defined]
+    router.control.reader.events.append(make_event(1, *routing_update({"k": 2})))  # type: ignore[attr-defined]
+    router.step()  # abort, rewind to offset 0, epoch 1, marker, offset 0 again
+    router.stop()
+    router.run()
+    assert router.totals.aborts == 1 and router.consumer.seeks == [("in", 0, 0)]  # type: ignore[attr-defined]
+    assert [e for e, _ in markers(router)] == [1] * 4
+    topic = check(router)
+    assert frontier.source_counts(topic) == {("in", 0, 0): 1}
+
+
+def test_a_commit_that_timed_out_is_resumed_not_restarted():
+    """librdkafka: after a retriable ``commit_transaction`` error, call ``commit_transaction``
+    again; a second ``send_offsets_to_transaction`` conflicts with the commit in progress."""
+    consumer = ScriptedConsumer({("in", 0): 0})
+    producer = RecordingProducer(consumer)
+    cp = Checkpoint(
+        consumer,  # type: ignore[arg-type]
+        producer,  # type: ignore[arg-type]
+        RouterMetrics("r", 4),
+        exactly_once=True,
+        commit_interval_s=0.5,
+    )
+    cp.on_assign(consumer, [TopicPartition("in", 0)])  # type: ignore[arg-type]
+    cp.begin()
+    cp.offsets[("in", 0)] = 9
+    slow = KafkaException(KafkaError(KafkaError._TIMED_OUT, "slow broker", retriable=True))
+    producer.fail_commit += [slow, slow]
+    cp.commit()
+    assert producer.calls == ["begin", "send_offsets", "commit:failed", "commit:failed", "commit"]
+    assert consumer.group_offsets[("in", 0)] == 9 and not cp.in_txn
+    assert cp.metrics.totals.commit_retries == 2
