@@ -85,7 +85,7 @@ def from_messages(messages: Iterable[object]) -> RoutedTopic:
         if kind not in ("marker", "data"):
             continue  # state chunks: not the router's
         if kind == "marker":
-            covers = frozenset((c["topic"], c["partition"]) for c in body["covers"])
+            covers = frozenset((c["topic"], c["partition"]) for c in body.get("covers", ()))
             out.partitions[w].append(Marker(off, body["epoch"], covers, body["router_id"]))
         else:
             src = (body["source_topic"], body["source_partition"])

@@ -53,5 +53,5 @@ def test_two_routers_with_a_rebalance(kit):
     kit.verify(routed, events, {"ra", "rb"})
     by_router = {r["router_id"] for r in routed.data}
     assert by_router == {"ra", "rb"}
-    for rid in ("ra", "rb"):
+    for rid in ("ra", "rb"):  # both wrote markers, into every routed partition
         assert {m["partition"] for m in routed.markers if m["router_id"] == rid} == set(range(WORKERS))
