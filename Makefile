@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 CACHE ?= .cache
 ARGS ?=
 
-.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-router clean-cache
+.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-router bench-router-compare clean-cache
 
 setup:
 	@bash deploy/setup.sh
@@ -38,3 +38,7 @@ clean-cache:
 
 bench-router: setup
 	$(PY) bench/router/run.py $(ARGS)
+
+BASE ?= HEAD~1
+bench-router-compare: setup
+	$(PY) bench/router/compare.py --base $(BASE) $(ARGS)
