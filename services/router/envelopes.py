@@ -22,6 +22,8 @@ from ballast.avro.codec import AvroCodec
 from ballast.avro.wire import data_suffix, epoch_marker
 from ballast.kafka.topics import TopicLayout
 
+# every dead letter carries all of them, in this order (new names are appended: consumers may
+# have relied on the first six); docs/router.md "Dead letters" says what each holds
 DLQ_HEADERS = (
     "ballast.error.reason",
     "ballast.error.detail",
@@ -29,7 +31,16 @@ DLQ_HEADERS = (
     "ballast.source.partition",
     "ballast.source.offset",
     "ballast.router.id",
+    "ballast.error.class",
+    "ballast.source.bytes",
+    "ballast.source.key.bytes",
 )
+DETAIL_MAX_BYTES = 1000
+
+
+def _length(data: bytes | None) -> bytes:
+    """A header value for a key or value length; -1 for null, as Kafka's record format writes it."""
+    return b"-1" if data is None else str(len(data)).encode()
 
 
 class EnvelopeWriter:
@@ -86,18 +97,27 @@ class EnvelopeWriter:
 
     # --- dead letters and statistics --------------------------------------------------------------
 
-    def dead_letter(self, m: Message, reason: str, detail: str) -> None:
-        """Original key and value, unchanged; the why and where in headers (same transaction)."""
+    def dead_letter(self, m: Message, reason: str, detail: str, error_class: str) -> None:
+        """Original key and value, unchanged; the why and where in headers (same transaction).
+
+        ``error_class`` names the exception that rejected the record (the typed ``InputError``,
+        ``BodyError``, ``InvalidKeyError``, or whatever else parsing raised).
+        """
+        value, key = m.value(), m.key()
+        text = detail.encode("utf-8", "replace")[:DETAIL_MAX_BYTES]
         values = (
             reason.encode(),
-            detail[:1000].encode("utf-8", "replace"),
+            text.decode("utf-8", "ignore").encode(),  # not cut inside a character
             m.topic().encode(),
             str(m.partition()).encode(),
             str(m.offset()).encode(),
             self.router_id.encode(),
+            error_class.encode(),
+            _length(value),
+            _length(key),
         )
         headers = list(zip(DLQ_HEADERS, values, strict=True))
-        self.produce(self.dead_letter_topic, m.value(), m.key(), headers=headers)
+        self.produce(self.dead_letter_topic, value, key, headers=headers)
 
     def metrics_record(self, record: dict[str, Any]) -> None:
         """One MetricsRecord (key = router id) on the metrics topic."""

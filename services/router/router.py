@@ -51,6 +51,9 @@ __all__ = ["DLQ_HEADERS", "Router", "RouterError", "RouterTotals"]
 
 log = logging.getLogger("services.router")
 
+# the errors that say why a record is dead-lettered (``reason``, ``detail``)
+DEAD_LETTER_ERRORS = (*RECORD_ERRORS, BodyError)
+
 
 class Router:
     """One router instance; ``run()`` blocks until :meth:`stop` (or SIGTERM via the CLI)."""
@@ -301,22 +304,22 @@ class Router:
             if fast and v is not None and v.startswith(hdr) and len(v) <= max_bytes:
                 try:
                     key = scan_input_body(v)
-                except BodyError as exc:
-                    self._dead_letter(m, exc.reason, exc.detail, dead_reasons)
+                except Exception as exc:  # BodyError; anything else is a malformed record too
+                    self._dead_letter(m, exc, dead_reasons)
                     continue
                 body = v[10:]
             else:
                 try:
                     key, body = self.parser.parse(v, m.key(), m.timestamp()[1])
-                except RECORD_ERRORS as exc:
-                    self._dead_letter(m, exc.reason, exc.detail, dead_reasons)
+                except Exception as exc:  # RECORD_ERRORS; anything else is a malformed record too
+                    self._dead_letter(m, exc, dead_reasons)
                     continue
             p = rget(key)
             if p is None:
                 try:
                     p = routes.miss(key)
                 except InvalidKeyError as exc:
-                    self._dead_letter(m, exc.reason, exc.detail, dead_reasons)
+                    self._dead_letter(m, exc, dead_reasons)
                     continue
             if shed_active:
                 keep = keep_of.get(t)
@@ -356,8 +359,16 @@ class Router:
             raise RouterError(f"fatal consumer error: {err}")
         log.warning("consumer error: %s", err)
 
-    def _dead_letter(self, m: Message, reason: str, detail: str, reasons: dict[str, int]) -> None:
-        self.envelopes.dead_letter(m, reason, detail)
+    def _dead_letter(self, m: Message, exc: Exception, reasons: dict[str, int]) -> None:
+        """``m`` to the dead-letter topic, never a crash: a typed error (:data:`DEAD_LETTER_ERRORS`)
+        carries its reason; any other exception raised while reading one record (RecursionError from
+        a deeply nested JSON document, a bug in a parser) is ``malformed``. The exception's class
+        goes into a header either way."""
+        if isinstance(exc, DEAD_LETTER_ERRORS):
+            reason, detail = exc.reason, exc.detail
+        else:
+            reason, detail = "malformed", f"{type(exc).__name__}: {exc}"
+        self.envelopes.dead_letter(m, reason, detail, type(exc).__name__)
         reasons[reason] = reasons.get(reason, 0) + 1
 
     def _publish_stats(self) -> None:

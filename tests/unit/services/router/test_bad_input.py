@@ -1,0 +1,232 @@
+"""Every malformed record is dead-lettered, never a crash (exactly-once mode, injected clients).
+
+Why: in exactly-once mode a record that makes the loop raise is never committed past; the restarted
+router reads it again and raises again, so one bad record stops its partition for good. Each case
+here once crashed the router or was routed into an envelope workers cannot read. The producer fake
+behaves like librdkafka's ``produce()``: it refuses a record whose key, value and headers (plus
+librdkafka's per-record framing) exceed its ``message.max.bytes`` with MSG_SIZE_TOO_LARGE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+
+from ballast.avro import wire
+from ballast.avro.codec import AvroCodec
+from ballast.control.state import initial_state
+from ballast.kafka.topics import TopicLayout
+from services.router.config import RouterSettings
+from services.router.envelopes import DLQ_HEADERS
+from services.router.router import Router
+
+pytestmark = pytest.mark.unit
+
+LAYOUT = TopicLayout(prefix="t", workers=4)
+ROUTED = LAYOUT.name("routed")
+DEAD = LAYOUT.name("dead_letter")
+IN = AvroCodec("io.ballast.InputEvent")
+ENVELOPE = AvroCodec("io.ballast.RoutedEnvelope")
+LIBRDKAFKA_RECORD_OVERHEAD = 36  # what librdkafka 2.x adds to key + value + headers in its check
+LONG_MAX = 2**63 - 1
+
+
+class OneConsumer:
+    """Owns input partition 0 (nothing committed) and hands out the scripted batches."""
+
+    def __init__(self, batches: list[list[Message]]) -> None:
+        self.batches = list(batches)
+        self.group_offsets: dict[tuple[str, int], int] = {}
+        self.on_assign: Callable | None = None
+
+    def subscribe(
+        self, topics: list[str], on_assign: Callable, on_revoke: Callable, on_lost: Callable
+    ) -> None:
+        self.on_assign = on_assign
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
+        if self.on_assign is not None:
+            assign, self.on_assign = self.on_assign, None
+            assign(self, [TopicPartition("in", 0)])
+        return self.batches.pop(0) if self.batches else []
+
+    def committed(self, partitions: list[TopicPartition], timeout: float = -1) -> list[TopicPartition]:
+        return [
+            TopicPartition(tp.topic, tp.partition, self.group_offsets.get((tp.topic, tp.partition), -1001))
+            for tp in partitions
+        ]
+
+    def commit(self, offsets: list[TopicPartition], asynchronous: bool = True) -> None:
+        self.group_offsets.update({(tp.topic, tp.partition): tp.offset for tp in offsets})
+
+    def assignment(self) -> list[TopicPartition]:
+        return [TopicPartition("in", 0)]
+
+    def seek(self, tp: TopicPartition) -> None:
+        pass
+
+    def consumer_group_metadata(self) -> str:
+        return "group-metadata"
+
+    def close(self) -> None:
+        pass
+
+
+def headers_size(headers: list[tuple[str, bytes]] | None) -> int:
+    """Kafka's record-header encoding: zigzag varint lengths and the bytes of each name and value."""
+    return sum(
+        len(wire.zigzag(len(n.encode()))) + len(n.encode()) + len(wire.zigzag(len(v))) + len(v)
+        for n, v in headers or []
+    )
+
+
+class LimitedProducer:
+    """A transactional producer fake refusing records over ``message_max_bytes`` like librdkafka."""
+
+    def __init__(self, consumer: OneConsumer, message_max_bytes: int | None = 1_000_000) -> None:
+        if message_max_bytes is not None:
+            self.message_max_bytes = message_max_bytes
+        self.limit = message_max_bytes or 1_000_000
+        self.consumer = consumer
+        self.sent: list[tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]] | None]] = []
+        self.txn_offsets: list[TopicPartition] = []
+
+    def produce(self, topic, value=None, key=None, partition=-1, headers=None) -> None:
+        size = len(value or b"") + len(key or b"") + headers_size(headers) + LIBRDKAFKA_RECORD_OVERHEAD
+        if size > self.limit:
+            raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
+        self.sent.append((topic, value, key, headers))
+
+    def poll(self, timeout: float = 0) -> int:
+        return 0
+
+    def flush(self, timeout: float = -1) -> int:
+        return 0
+
+    def begin_transaction(self) -> None:
+        pass
+
+    def send_offsets_to_transaction(self, positions, metadata, timeout=-1) -> None:
+        self.txn_offsets = positions
+
+    def commit_transaction(self, timeout: float = -1) -> None:
+        self.consumer.commit(self.txn_offsets)
+
+    def abort_transaction(self, timeout: float = -1) -> None:
+        pass
+
+
+class StaticControl:
+    topic = "t.control"
+
+    def __init__(self) -> None:
+        self.state = initial_state(4)
+
+    def read_to_end(self, timeout: float = 30.0) -> list[dict]:
+        return []
+
+    def poll(self, timeout: float = 0.0, max_events: int = 1000) -> list[dict]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+def make_router(message_max_bytes: int | None = 1_000_000, **settings: Any) -> Router:
+    consumer = OneConsumer([])
+    base: dict[str, Any] = dict(router_id="r-test", exactly_once=True, stats_interval_s=3600)
+    return Router(
+        RouterSettings(**(base | settings)),
+        LAYOUT,
+        consumer=consumer,  # type: ignore[arg-type]
+        producer=LimitedProducer(consumer, message_max_bytes),  # type: ignore[arg-type]
+        control=StaticControl(),
+        routed_partitions=4,
+    )
+
+
+def run(router: Router, values: list[tuple[bytes | None, bytes | None]]) -> LimitedProducer:
+    """Route one batch of (key, value) records from partition 0 (offsets 0..n-1), then stop."""
+    batch = [
+        Message(topic="in", partition=0, offset=i, key=k, value=v, timestamp=(1, 1_000 + i))
+        for i, (k, v) in enumerate(values)
+    ]
+    router.consumer.batches = [batch]  # type: ignore[attr-defined]
+    router.start()
+    router.step()
+    router.stop()
+    router.run()
+    return router.producer  # type: ignore[return-value]
+
+
+def good(i: int) -> tuple[bytes, bytes]:
+    key = f"key-{i}"
+    return key.encode(), IN.encode({"key": key, "value": 1.0, "payload": b"p%d" % i, "event_time": i})
+
+
+def dead_letters(producer: LimitedProducer) -> list[tuple[bytes | None, bytes | None, dict[str, str]]]:
+    return [(k, v, {n: h.decode() for n, h in hs or []}) for t, v, k, hs in producer.sent if t == DEAD]
+
+
+def routed_keys(producer: LimitedProducer) -> list[bytes | None]:
+    return [
+        k
+        for t, v, k, _ in producer.sent
+        if t == ROUTED and ENVELOPE.decode(v)["body"][0].endswith("DataRecord")
+    ]
+
+
+def assert_dead_lettered(
+    router: Router, bad: tuple[bytes | None, bytes | None], reason: str, error_class: str
+) -> dict[str, str]:
+    """``bad`` between two good records: it is dead-lettered, both good ones routed, offset 3 committed."""
+    producer = run(router, [good(0), bad, good(2)])
+    assert routed_keys(producer) == [b"key-0", b"key-2"]
+    [(_, _, headers)] = dead_letters(producer)
+    assert (headers["ballast.error.reason"], headers["ballast.error.class"]) == (reason, error_class)
+    assert list(headers) == list(DLQ_HEADERS)
+    assert headers["ballast.source.offset"] == "1" and headers["ballast.router.id"] == "r-test"
+    assert headers["ballast.source.bytes"] == str(-1 if bad[1] is None else len(bad[1]))
+    assert router.consumer.group_offsets == {("in", 0): 3}  # type: ignore[attr-defined]
+    return headers
+
+
+# --- JSON input: what once raised inside the loop, or was routed although it cannot be read -----------
+
+DEEP = b'{"key": "a", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+
+
+@pytest.mark.parametrize(
+    "value,reason,error_class",
+    [
+        (DEEP, "malformed", "RecursionError"),  # json.loads raised RecursionError
+        (b'{"key": "\\ud800", "value": 1}', "malformed", "InvalidKeyError"),  # lone surrogate key
+    ],
+)
+def test_bad_json_is_dead_lettered_and_the_offset_advances(value, reason, error_class):
+    headers = assert_dead_lettered(make_router(), (b"k", value), reason, error_class)
+    assert headers["ballast.error.detail"]
+
+
+def test_any_exception_while_parsing_is_dead_lettered_as_malformed_with_its_class():
+    router = make_router()
+
+    def broken(value: bytes | None, key: bytes | None, ts: int) -> tuple[bytes, bytes]:
+        raise ZeroDivisionError("a parser bug")
+
+    router.parser.parse = broken  # type: ignore[method-assign]
+    headers = assert_dead_lettered(router, (b"k", b"plain text"), "malformed", "ZeroDivisionError")
+    assert "a parser bug" in headers["ballast.error.detail"]
+
+
+def test_unchanged_dead_letters_still_carry_the_original_record():
+    producer = run(make_router(), [(b"k", b'{"key": '), (None, None)])
+    [(k1, v1, h1), (k2, v2, h2)] = dead_letters(producer)
+    assert (k1, v1, h1["ballast.error.reason"]) == (b"k", b'{"key": ', "bad-json")
+    assert h1["ballast.error.class"] == "InputError"
+    assert h1["ballast.source.bytes"] == "8" and h1["ballast.source.key.bytes"] == "1"
+    assert (k2, v2, h2["ballast.error.reason"]) == (None, None, "null-value")
+    assert (h2["ballast.source.bytes"], h2["ballast.source.key.bytes"]) == ("-1", "-1")
