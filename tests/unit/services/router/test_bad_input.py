@@ -9,6 +9,8 @@ librdkafka's per-record framing) exceed its ``message.max.bytes`` with MSG_SIZE_
 
 from __future__ import annotations
 
+import math
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -230,3 +232,40 @@ def test_unchanged_dead_letters_still_carry_the_original_record():
     assert h1["ballast.source.bytes"] == "8" and h1["ballast.source.key.bytes"] == "1"
     assert (k2, v2, h2["ballast.error.reason"]) == (None, None, "null-value")
     assert (h2["ballast.source.bytes"], h2["ballast.source.key.bytes"]) == ("-1", "-1")
+
+
+# --- Avro input: the hot path's scan ------------------------------------------------------------------
+
+
+def avro_event(value: float = 1.0, event_time_varint: bytes | None = None, payload: bytes = b"p") -> bytes:
+    et = event_time_varint if event_time_varint is not None else wire.zigzag(5)
+    return (
+        wire.INPUT_HEADER + wire.avro_string("a") + struct.pack("<d", value) + wire.avro_string(payload) + et
+    )
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_scan_rejects_a_non_finite_value(value):
+    with pytest.raises(wire.BodyError) as info:
+        wire.scan_input_body(avro_event(value))
+    assert info.value.reason == "bad-field"
+
+
+def test_scan_rejects_an_event_time_varint_beyond_a_long():
+    ten_bytes = b"\xff" * 9 + b"\x02"  # 10 groups: 65 significant bits
+    with pytest.raises(wire.BodyError) as info:
+        wire.scan_input_body(avro_event(event_time_varint=ten_bytes))
+    assert info.value.reason == "malformed"
+    for et in (LONG_MAX, -(2**63)):  # the longest valid varints end in 0x01
+        assert len(wire.zigzag(et)) == 10
+        assert wire.scan_input_body(avro_event(event_time_varint=wire.zigzag(et))) == b"a"
+    assert wire.scan_input_body(avro_event(-1.5e308)) == b"a"
+
+
+def test_avro_hot_path_dead_letters_non_finite_values_and_overflowing_times():
+    router = make_router()
+    assert_dead_lettered(router, (b"a", avro_event(math.inf)), "bad-field", "BodyError")
+    router = make_router()
+    assert_dead_lettered(
+        router, (b"a", avro_event(event_time_varint=b"\xff" * 9 + b"\x7f")), "malformed", "BodyError"
+    )
