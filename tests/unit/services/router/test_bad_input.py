@@ -18,11 +18,12 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from ballast.avro import wire
-from ballast.avro.codec import AvroCodec
+from ballast.avro.codec import AvroCodec, SchemaStore
 from ballast.control.state import initial_state
 from ballast.kafka.topics import TopicLayout
 from services.router.config import RouterSettings
 from services.router.envelopes import DLQ_HEADERS
+from services.router.input_formats import FormatOptions, InputError, InputParser
 from services.router.router import Router
 
 pytestmark = pytest.mark.unit
@@ -205,7 +206,15 @@ DEEP = b'{"key": "a", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     "value,reason,error_class",
     [
         (DEEP, "malformed", "RecursionError"),  # json.loads raised RecursionError
+        (b'{"key": "a", "value": ' + b"9" * 400 + b"}", "bad-field", "InputError"),  # OverflowError
+        (b'{"key": "a", "value": 1e400}', "bad-field", "InputError"),  # inf, was routed
+        (b'{"key": "a", "value": NaN}', "bad-field", "InputError"),  # Python's json accepts NaN
+        (b'{"key": "a", "value": -Infinity}', "bad-field", "InputError"),
+        (b'{"key": "a", "event_time": %d}' % 2**63, "bad-field", "InputError"),  # beyond an Avro long
+        (b'{"key": "a", "event_time": %d}' % (-(2**63) - 1), "bad-field", "InputError"),
         (b'{"key": "\\ud800", "value": 1}', "malformed", "InvalidKeyError"),  # lone surrogate key
+        # a Connect string payload with a lone surrogate raised UnicodeEncodeError
+        (b'{"schema": {"type": "string"}, "payload": "\\ud800"}', "malformed", "InputError"),
     ],
 )
 def test_bad_json_is_dead_lettered_and_the_offset_advances(value, reason, error_class):
@@ -232,6 +241,39 @@ def test_unchanged_dead_letters_still_carry_the_original_record():
     assert h1["ballast.source.bytes"] == "8" and h1["ballast.source.key.bytes"] == "1"
     assert (k2, v2, h2["ballast.error.reason"]) == (None, None, "null-value")
     assert (h2["ballast.source.bytes"], h2["ballast.source.key.bytes"]) == ("-1", "-1")
+
+
+def test_json_numbers_at_the_edges_of_their_range_are_routed():
+    p = InputParser(FormatOptions())
+    for et in (LONG_MAX, -(2**63)):
+        _, body = p.parse(b'{"key": "a", "event_time": %d}' % et, None, 0)
+        assert IN.decode(wire.INPUT_HEADER + body)["event_time"] == et
+    big = b'{"key": "a", "value": 1' + b"0" * 308 + b"}"  # 1e308 as an int: fits a double
+    assert IN.decode(wire.INPUT_HEADER + p.parse(big, None, 0)[1])["value"] == 1e308
+
+
+def test_an_older_avro_version_is_range_checked_like_json():
+    store = SchemaStore.from_dir()
+    old = store.register(
+        {
+            "type": "record",
+            "name": "InputEvent",
+            "namespace": "io.ballast",
+            "fields": [
+                {"name": "key", "type": "string"},
+                {"name": "value", "type": "double"},
+                {"name": "event_time", "type": "long"},
+            ],
+        },
+        current=False,
+    )
+    p = InputParser(FormatOptions())
+    p.avro = AvroCodec("io.ballast.InputEvent", store)
+    nan = old.header + wire.avro_string("a") + struct.pack("<d", math.nan) + wire.zigzag(1)
+    with pytest.raises(InputError, match="bad-field"):
+        p.parse(nan, None, 0)
+    two = old.header + wire.avro_string("a") + struct.pack("<d", 2.0) + wire.zigzag(7)
+    assert p.parse(two, None, 0)[0] == b"a"
 
 
 # --- Avro input: the hot path's scan ------------------------------------------------------------------
