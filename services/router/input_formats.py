@@ -60,7 +60,9 @@ class FormatOptions:
     value_field: str = "value"
     time_field: str = "event_time"
     string_key: str = "kafka"  # or "value"
-    max_record_bytes: int = 1_000_000
+    # a larger input value is refused before parsing (oversize); 0: no limit. The router passes its
+    # record limit: an envelope is always larger than the input value it carries
+    max_record_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.fmt not in FORMATS:
@@ -82,7 +84,7 @@ class InputParser:
         o = self.o
         if value is None:
             raise InputError("null-value", "tombstone / null value")
-        if len(value) > o.max_record_bytes:
+        if o.max_record_bytes and len(value) > o.max_record_bytes:
             raise InputError("oversize", f"{len(value)} bytes > max {o.max_record_bytes}")
         fmt = o.fmt
         if fmt == "auto":

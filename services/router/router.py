@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from dataclasses import replace
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer
@@ -35,15 +36,15 @@ from ballast.control.log import ControlLogReader
 from ballast.control.state import ControlState, initial_state
 from ballast.kafka.admin import make_admin, partition_count
 from ballast.kafka.clients import DeliveryTracker, make_consumer, make_producer
-from ballast.kafka.config import KafkaConfig
+from ballast.kafka.config import LIBRDKAFKA_MESSAGE_MAX_BYTES, KafkaConfig
 from ballast.kafka.topics import TopicLayout
 from ballast.routing.table import InvalidKeyError
 from services.router.checkpoint import Checkpoint
 from services.router.config import RouterSettings
 from services.router.control_follower import ControlFollower, ControlSource
-from services.router.envelopes import DLQ_HEADERS, EnvelopeWriter
+from services.router.envelopes import DLQ_HEADERS, PRODUCE_MARGIN, EnvelopeWriter, splice_bound
 from services.router.errors import RouterError
-from services.router.input_formats import RECORD_ERRORS, InputParser
+from services.router.input_formats import RECORD_ERRORS, InputError, InputParser
 from services.router.metrics import RouterMetrics, RouterTotals, now_ms
 from services.router.routes import RouteCache
 
@@ -84,7 +85,12 @@ class Router:
         self.metrics = RouterMetrics(
             rid, routed_partitions, settings.heavy_hitter_capacity, settings.heavy_hitters_top
         )
-        self.envelopes = EnvelopeWriter(producer, layout, rid, routed_partitions)
+        # every record written (key + value + headers) fits the producer's message.max.bytes
+        writable = getattr(producer, "message_max_bytes", LIBRDKAFKA_MESSAGE_MAX_BYTES) - PRODUCE_MARGIN
+        self.max_record_bytes = self._record_limit(settings.max_record_bytes, writable)
+        # the hot path takes only Avro values whose envelope surely fits; larger ones are measured
+        self._fast_max = splice_bound(self.max_record_bytes, rid)
+        self.envelopes = EnvelopeWriter(producer, layout, rid, routed_partitions, max_bytes=writable)
         self.checkpoint = Checkpoint(
             consumer,
             producer,
@@ -96,7 +102,7 @@ class Router:
             name=rid,
         )
         self.control = ControlFollower(control)
-        self.parser = InputParser(settings.format_options())
+        self.parser = InputParser(replace(settings.format_options(), max_record_bytes=self.max_record_bytes))
         self.state: ControlState = self.control.state
         self.routes = RouteCache(self.state.table, settings.route_cache_size)
         self.ready = False  # True once the control log is folded and the consumer subscribed
@@ -159,6 +165,16 @@ class Router:
             routed_partitions=routed,
             deliveries=deliveries,
         )
+
+    def _record_limit(self, wanted: int, writable: int) -> int:
+        """``--max-record-bytes`` (0: as large as the producer allows), lowered to what it can write."""
+        if wanted > writable:
+            log.warning(
+                "router %s: max_record_bytes %d is more than the producer can write "
+                "(message.max.bytes %d minus a %d-byte margin); using %d",
+                self.settings.router_id, wanted, writable + PRODUCE_MARGIN, PRODUCE_MARGIN, writable,
+            )  # fmt: skip
+        return min(wanted, writable) if wanted else writable
 
     @property
     def totals(self) -> RouterTotals:
@@ -271,7 +287,8 @@ class Router:
         sget = env.suffixes.get
         hdr = INPUT_HEADER
         pre = DATA_PREFIX
-        max_bytes = self.settings.max_record_bytes
+        max_bytes = self.max_record_bytes
+        fast_max = self._fast_max
         fast = self.settings.input_format in ("auto", "avro")
         shed_active = self._shed_active
         wc = [0] * self.routed_partitions
@@ -301,7 +318,7 @@ class Router:
             next_offset[tp] = off + 1
             offered += 1
             v = m.value()
-            if fast and v is not None and v.startswith(hdr) and len(v) <= max_bytes:
+            if fast and v is not None and v.startswith(hdr) and len(v) <= fast_max:
                 try:
                     key = scan_input_body(v)
                 except Exception as exc:  # BodyError; anything else is a malformed record too
@@ -312,6 +329,13 @@ class Router:
                 try:
                     key, body = self.parser.parse(v, m.key(), m.timestamp()[1])
                 except Exception as exc:  # RECORD_ERRORS; anything else is a malformed record too
+                    self._dead_letter(m, exc, dead_reasons)
+                    continue
+                # not the hot path: measure exactly what will be produced (envelope + Kafka key)
+                sfx = sget(tp) or env.suffix(t, sp)
+                size = len(pre) + len(body) + len(sfx) + len(zigzag(off)) + len(key)
+                if size > max_bytes:
+                    exc = InputError("oversize", f"envelope + key {size} bytes > max {max_bytes}")
                     self._dead_letter(m, exc, dead_reasons)
                     continue
             p = rget(key)

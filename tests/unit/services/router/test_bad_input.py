@@ -9,6 +9,7 @@ librdkafka's per-record framing) exceed its ``message.max.bytes`` with MSG_SIZE_
 
 from __future__ import annotations
 
+import logging
 import math
 import struct
 from collections.abc import Callable
@@ -20,9 +21,11 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from ballast.avro import wire
 from ballast.avro.codec import AvroCodec, SchemaStore
 from ballast.control.state import initial_state
+from ballast.kafka.clients import make_producer
+from ballast.kafka.config import KafkaConfig
 from ballast.kafka.topics import TopicLayout
 from services.router.config import RouterSettings
-from services.router.envelopes import DLQ_HEADERS
+from services.router.envelopes import DLQ_HEADERS, PRODUCE_MARGIN
 from services.router.input_formats import FormatOptions, InputError, InputParser
 from services.router.router import Router
 
@@ -311,3 +314,107 @@ def test_avro_hot_path_dead_letters_non_finite_values_and_overflowing_times():
     assert_dead_lettered(
         router, (b"a", avro_event(event_time_varint=b"\xff" * 9 + b"\x7f")), "malformed", "BodyError"
     )
+
+
+# --- sizes: what the router produces must fit the producer's message.max.bytes ----------------------
+
+
+def json_of_size(n: int, key: str = "big") -> bytes:
+    head = b'{"key": "%s", "pad": "' % key.encode()
+    return head + b"x" * (n - len(head) - 2) + b'"}'
+
+
+def test_json_just_under_the_limit_is_dead_lettered_not_a_producer_error():
+    value = json_of_size(999_938)  # passed the input check, then the envelope was too large to produce
+    headers = assert_dead_lettered(make_router(), (b"k", value), "oversize", "InputError")
+    assert "bytes" in headers["ballast.error.detail"]
+
+
+def test_avro_just_under_the_limit_is_dead_lettered_not_a_producer_error():
+    value = avro_event(payload=b"y" * 999_960)
+    assert len(value) <= 1_000_000
+    assert_dead_lettered(make_router(), (b"a", value), "oversize", "InputError")
+
+
+def test_large_records_that_fit_are_routed_exactly_up_to_the_limit():
+    """Records too large for the hot path's bound take the general path, where the size is exact."""
+    router = make_router()
+    limit = router.max_record_bytes
+    assert limit == 1_000_000 - PRODUCE_MARGIN
+    sfx = wire.data_suffix(0, "r-test", "in", 0)
+
+    def produced(value: bytes) -> int:  # envelope + key at offset 1
+        return len(wire.DATA_PREFIX) + len(value) - 10 + len(sfx) + 1 + 1
+
+    def avro_producing(n: int) -> bytes:
+        value = avro_event(payload=b"z" * (n - 100))
+        return avro_event(payload=b"z" * (n - 100 + n - produced(value)))
+
+    fits, over = avro_producing(limit), avro_producing(limit + 1)
+    assert (produced(fits), produced(over)) == (limit, limit + 1)
+    producer = run(router, [good(0), (b"a", fits), (b"a", over)])
+    assert routed_keys(producer) == [b"key-0", b"a"]
+    [routed] = [len(v) + len(k) for t, v, k, _ in producer.sent if t == ROUTED and k == b"a"]
+    assert routed == limit
+    assert [h["ballast.error.reason"] for _, _, h in dead_letters(producer)] == ["oversize"]
+
+
+def test_oversize_dead_letter_is_truncated_to_fit_and_says_how_large_it_was():
+    value = avro_event(payload=b"y" * 1_040_000)  # larger than the producer accepts at all
+    headers = assert_dead_lettered(make_router(), (b"a", value), "oversize", "InputError")
+    assert headers["ballast.source.bytes"] == str(len(value))
+    assert headers["ballast.source.key.bytes"] == "1"
+
+
+def test_a_huge_kafka_key_is_cut_too():
+    router = make_router(input_format="string")
+    producer = run(router, [(b"k" * 1_200_000, b"text")])
+    [(key, value, headers)] = dead_letters(producer)
+    assert headers["ballast.error.reason"] == "oversize"
+    assert value == b"text" and key == b"k" * len(key) and 0 < len(key) < 1_000_000
+    assert headers["ballast.source.key.bytes"] == "1200000" and headers["ballast.source.bytes"] == "4"
+    encoded = [(n, h.encode()) for n, h in headers.items()]
+    assert len(key) + len(value) + headers_size(encoded) <= 1_000_000 - PRODUCE_MARGIN
+
+
+def test_when_key_and_value_are_both_large_each_keeps_half():
+    producer = run(make_router(input_format="string"), [(b"k" * 700_000, b"v" * 800_000)])
+    [(key, value, headers)] = dead_letters(producer)
+    encoded = [(n, h.encode()) for n, h in headers.items()]
+    room = 1_000_000 - PRODUCE_MARGIN - headers_size(encoded)
+    assert (len(value), len(key)) == (room // 2, room - room // 2)
+    assert (headers["ballast.source.bytes"], headers["ballast.source.key.bytes"]) == ("800000", "700000")
+
+
+# --- the limit: --max-record-bytes and the producer's message.max.bytes -------------------------------
+
+
+def test_limit_is_the_producer_limit_minus_the_margin_unless_set_lower():
+    assert make_router().max_record_bytes == 1_000_000 - PRODUCE_MARGIN
+    assert make_router(message_max_bytes=2_000_000).max_record_bytes == 2_000_000 - PRODUCE_MARGIN
+    assert make_router(max_record_bytes=4_000).max_record_bytes == 4_000
+    # a producer that does not say: librdkafka's default
+    assert make_router(message_max_bytes=None).max_record_bytes == 1_000_000 - PRODUCE_MARGIN
+
+
+def test_a_max_record_bytes_the_producer_cannot_write_is_lowered_with_a_warning(caplog):
+    with caplog.at_level(logging.WARNING, logger="services.router"):
+        router = make_router(max_record_bytes=5_000_000)
+    assert router.max_record_bytes == 1_000_000 - PRODUCE_MARGIN
+    assert "max_record_bytes 5000000" in caplog.text and "message.max.bytes 1000000" in caplog.text
+    # the setting's own limit still applies to a record below the producer's
+    producer = run(make_router(max_record_bytes=4_000), [(b"k", json_of_size(3_990))])
+    assert [h["ballast.error.reason"] for _, _, h in dead_letters(producer)] == ["oversize"]
+
+
+def test_make_producer_reports_its_message_max_bytes():
+    quiet = {"bootstrap.servers": "127.0.0.1:9", "log_level": 0}
+    assert make_producer(KafkaConfig(overrides=quiet)).message_max_bytes == 1_000_000
+    bigger = KafkaConfig(overrides=quiet | {"message.max.bytes": "2000000"})
+    assert make_producer(bigger).message_max_bytes == 2_000_000
+
+
+def test_settings_refuse_a_negative_max_record_bytes():
+    with pytest.raises(ValueError, match="max_record_bytes"):
+        RouterSettings(max_record_bytes=-1)
+    assert RouterSettings().max_record_bytes == 0  # 0: as large as the producer allows
