@@ -225,6 +225,20 @@ def test_bad_json_is_dead_lettered_and_the_offset_advances(value, reason, error_
     assert headers["ballast.error.detail"]
 
 
+def test_at_least_once_mode_dead_letters_the_same_records():
+    router = make_router(exactly_once=False)
+    producer = run(
+        router, [(b"k", DEEP), (b"k", json_of_size(999_938)), (b"a", avro_event(math.nan)), good(3)]
+    )
+    assert routed_keys(producer) == [b"key-3"]
+    assert [h["ballast.error.reason"] for _, _, h in dead_letters(producer)] == [
+        "malformed",
+        "oversize",
+        "bad-field",
+    ]
+    assert router.consumer.group_offsets == {("in", 0): 4}  # type: ignore[attr-defined]
+
+
 def test_any_exception_while_parsing_is_dead_lettered_as_malformed_with_its_class():
     router = make_router()
 
