@@ -166,16 +166,6 @@ class Router:
             deliveries=deliveries,
         )
 
-    def _record_limit(self, wanted: int, writable: int) -> int:
-        """``--max-record-bytes`` (0: as large as the producer allows), lowered to what it can write."""
-        if wanted > writable:
-            log.warning(
-                "router %s: max_record_bytes %d is more than the producer can write "
-                "(message.max.bytes %d minus a %d-byte margin); using %d",
-                self.settings.router_id, wanted, writable + PRODUCE_MARGIN, PRODUCE_MARGIN, writable,
-            )  # fmt: skip
-        return min(wanted, writable) if wanted else writable
-
     @property
     def totals(self) -> RouterTotals:
         return self.metrics.totals
@@ -394,6 +384,16 @@ class Router:
             reason, detail = "malformed", f"{type(exc).__name__}: {exc}"
         self.envelopes.dead_letter(m, reason, detail, type(exc).__name__)
         reasons[reason] = reasons.get(reason, 0) + 1
+
+    def _record_limit(self, wanted: int, writable: int) -> int:
+        """``--max-record-bytes`` (0: as large as the producer allows), lowered to what it can write."""
+        if wanted > writable:
+            log.warning(
+                "router %s: max_record_bytes %d is more than the producer can write "
+                "(message.max.bytes %d minus a %d-byte margin); using %d",
+                self.settings.router_id, wanted, writable + PRODUCE_MARGIN, PRODUCE_MARGIN, writable,
+            )  # fmt: skip
+        return min(wanted, writable) if wanted else writable
 
     def _publish_stats(self) -> None:
         self._next_stats = time.monotonic() + self.settings.stats_interval_s
