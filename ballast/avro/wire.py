@@ -76,6 +76,12 @@ def scan_input_body(v: bytes) -> bytes:
     the payload; UTF-8 validity of the key is checked by the caller once per distinct key. The
     common shapes (key < 64 bytes, payload < 8 KiB) take a branch-light path: this function runs
     once per record.
+
+    Two value checks, as cheap as the structure checks (decision in docs/router.md, "Input
+    formats"): the double must be finite (``bad-field``: exponent bits all ones is NaN or
+    infinity, which would poison every aggregate it enters; one byte compared per record) and the
+    event time must fit a long (``malformed``: a 10-byte varint may carry at most one bit in its
+    last byte; checked inside the tail regex, so at no cost).
     """
     try:
         b = v[10]
@@ -88,7 +94,9 @@ def scan_input_body(v: bytes) -> bytes:
                 raise BodyError("malformed", "negative key length")
             i = j + klen
             key = v[j:i]
-        i += 8  # value: double
+        i += 8  # value: double, little-endian: v[i - 1] holds the sign and the exponent's top 7 bits
+        if v[i - 1] | 0x80 == 0xFF and v[i - 2] >= 0xF0:
+            raise BodyError("bad-field", "value is not finite (NaN or infinity)")
         b = v[i]
         if b < 0x80:
             if b & 1:
@@ -108,16 +116,20 @@ def scan_input_body(v: bytes) -> bytes:
                 i += plen
     except IndexError:
         raise BodyError("truncated", f"body ends early ({len(v)} bytes)") from None
-    # what is left must be exactly one varint (event_time)
+    # what is left must be exactly one varint (event_time) that fits a long
     m = _VARINT_TAIL(v, i)
     if m is None:
-        if i >= len(v) or all(x & 0x80 for x in v[i:]):
+        rest = v[i:]
+        if not rest or all(x & 0x80 for x in rest):
             raise BodyError("truncated", f"body ends early ({len(v)} bytes)")
+        if len(rest) == 10 and all(x & 0x80 for x in rest[:9]):
+            raise BodyError("malformed", f"event_time does not fit a long (varint ends in {rest[9]:#04x})")
         raise BodyError("trailing-bytes", "bytes left after the record")
     return key
 
 
-_VARINT_TAIL = re.compile(rb"[\x80-\xff]{0,9}[\x00-\x7f]", re.DOTALL).fullmatch
+# a varint of up to 9 bytes, or of 10 whose last byte holds the 64th bit only (zigzag of a long)
+_VARINT_TAIL = re.compile(rb"[\x80-\xff]{0,8}[\x00-\x7f]|[\x80-\xff]{9}[\x00\x01]", re.DOTALL).fullmatch
 
 
 def uvarint(z: int) -> bytes:

@@ -12,15 +12,28 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 
-from ballast.kafka.config import KafkaConfig
+from ballast.kafka.config import LIBRDKAFKA_MESSAGE_MAX_BYTES, KafkaConfig
 
 
 class DeliveryError(RuntimeError):
     """The broker rejected a record, or delivery did not finish in time."""
 
 
-def make_producer(cfg: KafkaConfig, **extra: Any) -> Producer:
-    return Producer(cfg.producer(**extra))
+class ConfiguredProducer(Producer):
+    """A :class:`~confluent_kafka.Producer` that can say the ``message.max.bytes`` it was built with.
+
+    librdkafka has no getter for its configuration, and its ``produce()`` raises
+    MSG_SIZE_TOO_LARGE for a larger record: a service that must never hit that (the router sizes
+    what it writes against it) reads the limit here instead of assuming the default.
+    """
+
+    def __init__(self, conf: dict[str, Any]) -> None:
+        super().__init__(conf)
+        self.message_max_bytes = int(conf.get("message.max.bytes", LIBRDKAFKA_MESSAGE_MAX_BYTES))
+
+
+def make_producer(cfg: KafkaConfig, **extra: Any) -> ConfiguredProducer:
+    return ConfiguredProducer(cfg.producer(**extra))
 
 
 def make_consumer(cfg: KafkaConfig, group_id: str, **extra: Any) -> Consumer:

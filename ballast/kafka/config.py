@@ -16,6 +16,9 @@ from types import MappingProxyType
 from typing import Any
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+# librdkafka's message.max.bytes default: the largest record (key + value + headers + its framing)
+# produce() accepts; ``overrides`` may change it (make_producer's producer reports the value in use)
+LIBRDKAFKA_MESSAGE_MAX_BYTES = 1_000_000
 # librdkafka defaults to CRC32 ("consistent_random"); Java clients and Spark's Kafka sink use
 # murmur2. Every producer Ballast ships uses murmur2 so a key lands where a JVM client puts it.
 KAFKA_JAVA_PARTITIONER = "murmur2_random"

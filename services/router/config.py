@@ -60,7 +60,12 @@ class RouterSettings(Settings):
     string_key: str = setting(
         "kafka", "plain strings: key from the Kafka key or the text itself", choices=("kafka", "value")
     )
-    max_record_bytes: int = setting(1_000_000, "larger values are dead-lettered (oversize)")
+    max_record_bytes: int = setting(
+        0,
+        "largest record the router writes (envelope + key); a larger one is dead-lettered (oversize). "
+        "0: the producer's message.max.bytes minus 512; a larger value is lowered to that, with a warning",
+        minimum=0,
+    )
     route_cache_size: int = setting(1_000_000, "keys whose route is cached per epoch")
     metrics_port: int = setting(0, "Prometheus /metrics port (0: disabled)")
     transactional_id_prefix: str = setting("ballast-router", "transactional.id = <prefix>.<group>.<id>")
@@ -102,6 +107,8 @@ class RouterSettings(Settings):
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_record_bytes < 0:
+            raise ValueError(f"max_record_bytes must be >= 0, got {self.max_record_bytes}")
 
     @property
     def transactional_id(self) -> str:

@@ -19,9 +19,12 @@ from typing import Any
 from confluent_kafka import Message, Producer
 
 from ballast.avro.codec import AvroCodec
-from ballast.avro.wire import covers_field, data_suffix, epoch_marker
+from ballast.avro.wire import covers_field, data_suffix, epoch_marker, zigzag
+from ballast.kafka.config import LIBRDKAFKA_MESSAGE_MAX_BYTES
 from ballast.kafka.topics import TopicLayout
 
+# every dead letter carries all of them, in this order (new names are appended: consumers may
+# have relied on the first six); docs/router.md "Dead letters" says what each holds
 DLQ_HEADERS = (
     "ballast.error.reason",
     "ballast.error.detail",
@@ -29,16 +32,56 @@ DLQ_HEADERS = (
     "ballast.source.partition",
     "ballast.source.offset",
     "ballast.router.id",
+    "ballast.error.class",
+    "ballast.source.bytes",
+    "ballast.source.key.bytes",
 )
+DETAIL_MAX_BYTES = 1000
+
+# Every record the router writes (key + value + headers) stays this far below the producer's
+# message.max.bytes: librdkafka adds its per-record framing (36 bytes in librdkafka 2.x) before
+# comparing, and the margin leaves room for that to grow. The broker's own limit, a topic's
+# max.message.bytes (default 1048588), is larger than a batch holding one such record.
+PRODUCE_MARGIN = 512
+
+
+def splice_bound(max_bytes: int, router_id: str) -> int:
+    """The largest current-version Avro input value whose envelope and key cannot exceed ``max_bytes``.
+
+    The router's hot path takes only such values, so it never measures what it produces. The
+    envelope is ``DATA_PREFIX (11) + value - 10-byte header + suffix + offset varint (<= 10)`` and
+    the Kafka key is the body's key, at most ``len(value) - 21`` bytes (header, key length, double,
+    payload length, event time), so both together are at most ``2 len(value) + suffix - 10`` bytes;
+    the suffix is taken at its widest (10-byte epoch, 249-character topic, 5-byte partition).
+    Larger values go to the general path, which checks the exact size.
+    """
+    widest = len(data_suffix(2**63 - 1, router_id, "t" * 249, 2**31 - 1))
+    return max(0, (max_bytes - widest) // 2)
+
+
+def _headers_size(headers: list[tuple[str, bytes]]) -> int:
+    """Bytes the headers take in a Kafka record (zigzag varint lengths, then the bytes)."""
+    return sum(len(zigzag(len(n))) + len(n) + len(zigzag(len(v))) + len(v) for n, v in headers)
+
+
+def _length(data: bytes | None) -> bytes:
+    """A header value for a key or value length; -1 for null, as Kafka's record format writes it."""
+    return b"-1" if data is None else str(len(data)).encode()
 
 
 class EnvelopeWriter:
     """The producer-facing side of one router: envelopes, markers, dead letters, metrics records."""
 
     def __init__(
-        self, producer: Producer, topics: TopicLayout, router_id: str, routed_partitions: int
+        self,
+        producer: Producer,
+        topics: TopicLayout,
+        router_id: str,
+        routed_partitions: int,
+        max_bytes: int = LIBRDKAFKA_MESSAGE_MAX_BYTES - PRODUCE_MARGIN,
     ) -> None:
         self.producer = producer
+        self.max_bytes = max_bytes  # a dead letter (key + value + headers) is cut to fit
         self.router_id = router_id
         self.routed_topic = topics.name("routed")
         self.dead_letter_topic = topics.name("dead_letter")
@@ -92,18 +135,38 @@ class EnvelopeWriter:
 
     # --- dead letters and statistics --------------------------------------------------------------
 
-    def dead_letter(self, m: Message, reason: str, detail: str) -> None:
-        """Original key and value, unchanged; the why and where in headers (same transaction)."""
+    def dead_letter(self, m: Message, reason: str, detail: str, error_class: str) -> None:
+        """Original key and value, unchanged; the why and where in headers (same transaction).
+
+        ``error_class`` names the exception that rejected the record (the typed ``InputError``,
+        ``BodyError``, ``InvalidKeyError``, or whatever else parsing raised). A record the
+        producer could not write whole (key + value + headers over :attr:`max_bytes`) is cut: the
+        larger of key and value gives way, neither keeps less than half the room unless it is
+        shorter; ``ballast.source.bytes`` / ``.key.bytes`` keep the original lengths, so a
+        consumer sees what was cut.
+        """
+        value, key = m.value(), m.key()
+        text = detail.encode("utf-8", "replace")[:DETAIL_MAX_BYTES]
         values = (
             reason.encode(),
-            detail[:1000].encode("utf-8", "replace"),
+            text.decode("utf-8", "ignore").encode(),  # not cut inside a character
             m.topic().encode(),
             str(m.partition()).encode(),
             str(m.offset()).encode(),
             self.router_id.encode(),
+            error_class.encode(),
+            _length(value),
+            _length(key),
         )
         headers = list(zip(DLQ_HEADERS, values, strict=True))
-        self.produce(self.dead_letter_topic, m.value(), m.key(), headers=headers)
+        room = self.max_bytes - _headers_size(headers)
+        vlen, klen = len(value or b""), len(key or b"")
+        if vlen + klen > room:  # each keeps at least half the room, or all of itself if smaller
+            half = room // 2
+            vlen, klen = (room - klen, klen) if klen <= half else (min(vlen, half), room - min(vlen, half))
+            value = None if value is None else value[:vlen]
+            key = None if key is None else key[:klen]
+        self.produce(self.dead_letter_topic, value, key, headers=headers)
 
     def metrics_record(self, record: dict[str, Any]) -> None:
         """One MetricsRecord (key = router id) on the metrics topic."""

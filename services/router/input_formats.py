@@ -14,11 +14,16 @@ workers read one format. Formats:
 * ``string`` UTF-8 text (StringConverter). The key is the Kafka key; with ``string_key="value"`` a
   record without a Kafka key uses the text itself (word-count style).
 * ``auto``   per record: Avro magic ``C3 01`` → avro; ``{`` → json; otherwise string.
+
+Whatever the format, a routed event's value is a finite double and its event time fits an Avro
+long; anything else is ``bad-field`` (the current Avro version's scan checks the same, see
+:func:`~ballast.avro.wire.scan_input_body`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +33,7 @@ from ballast.avro.wire import INPUT_HEADER, BodyError, encode_input_body, scan_i
 from ballast.routing.table import InvalidKeyError, check_key
 
 FORMATS = ("auto", "avro", "json", "string")
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1  # Avro long (event_time is timestamp-millis)
 
 
 class InputError(ValueError):
@@ -54,7 +60,9 @@ class FormatOptions:
     value_field: str = "value"
     time_field: str = "event_time"
     string_key: str = "kafka"  # or "value"
-    max_record_bytes: int = 1_000_000
+    # a larger input value is refused before parsing (oversize); 0: no limit. The router passes its
+    # record limit: an envelope is always larger than the input value it carries
+    max_record_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.fmt not in FORMATS:
@@ -76,7 +84,7 @@ class InputParser:
         o = self.o
         if value is None:
             raise InputError("null-value", "tombstone / null value")
-        if len(value) > o.max_record_bytes:
+        if o.max_record_bytes and len(value) > o.max_record_bytes:
             raise InputError("oversize", f"{len(value)} bytes > max {o.max_record_bytes}")
         fmt = o.fmt
         if fmt == "auto":
@@ -103,8 +111,9 @@ class InputParser:
             rec = self.avro.decode(value)
         except DecodeError as exc:
             raise InputError(exc.reason, exc.detail) from None
-        key = rec["key"].encode("utf-8", "surrogatepass")
-        return check_key(key), encode_input_body(key, rec["value"], rec["payload"], rec["event_time"])
+        key = check_key(rec["key"].encode("utf-8", "surrogatepass"))
+        value, et = _number(rec["value"], "value"), _event_time(rec["event_time"], "event_time")
+        return key, encode_input_body(key, value, rec["payload"], et)
 
     def _json(self, value: bytes, kafka_key: bytes | None, ts: int) -> tuple[bytes, bytes]:
         try:
@@ -114,7 +123,8 @@ class InputParser:
         if isinstance(doc, Mapping) and "payload" in doc and "schema" in doc:
             doc = doc["payload"]  # Connect JsonConverter with schemas.enable=true
         if isinstance(doc, str):
-            return self._string(doc.encode(), kafka_key, ts)
+            # a JSON escape can carry a lone surrogate: _string then refuses the text as not UTF-8
+            return self._string(doc.encode("utf-8", "surrogatepass"), kafka_key, ts)
         if not isinstance(doc, Mapping):
             raise InputError("bad-json", f"expected an object, got {type(doc).__name__}")
         o = self.o
@@ -125,9 +135,7 @@ class InputParser:
         # a JSON escape can carry a lone surrogate, which has no UTF-8 form: check_key rejects it
         key = check_key(text.encode("utf-8", "surrogatepass"))
         val = _number(doc.get(o.value_field, 1.0), o.value_field)
-        et = doc.get(o.time_field, ts)
-        if not isinstance(et, int) or isinstance(et, bool):
-            raise InputError("bad-field", f"{o.time_field} must be integer ms, got {et!r}"[:200])
+        et = _event_time(doc.get(o.time_field, ts), o.time_field)
         return key, encode_input_body(key, val, value, et)
 
     def _string(self, value: bytes, kafka_key: bytes | None, ts: int) -> tuple[bytes, bytes]:
@@ -145,6 +153,23 @@ class InputParser:
 
 
 def _number(x: Any, name: str) -> float:
+    """A finite double: an integer beyond the double range, ``1e400`` (inf) and the NaN / Infinity
+    tokens Python's json accepts are refused (one of them would poison every aggregate it enters)."""
     if isinstance(x, bool) or not isinstance(x, int | float):
         raise InputError("bad-field", f"{name} must be a number, got {x!r}"[:200])
-    return float(x)
+    try:
+        f = float(x)
+    except OverflowError:
+        raise InputError("bad-field", f"{name} does not fit a double ({len(str(x))}-digit integer)") from None
+    if not math.isfinite(f):
+        raise InputError("bad-field", f"{name} must be finite, got {f}")
+    return f
+
+
+def _event_time(x: Any, name: str) -> int:
+    """Integer milliseconds in the Avro long range (a larger one encodes to a varint Java cannot read)."""
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise InputError("bad-field", f"{name} must be integer ms, got {x!r}"[:200])
+    if not LONG_MIN <= x <= LONG_MAX:
+        raise InputError("bad-field", f"{name} {x} does not fit a long"[:200])
+    return x

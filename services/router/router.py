@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from dataclasses import replace
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer
@@ -38,21 +39,24 @@ from ballast.control.log import ControlLogReader
 from ballast.control.state import ControlState, initial_state
 from ballast.kafka.admin import make_admin, partition_count
 from ballast.kafka.clients import DeliveryTracker, make_consumer, make_producer
-from ballast.kafka.config import KafkaConfig
+from ballast.kafka.config import LIBRDKAFKA_MESSAGE_MAX_BYTES, KafkaConfig
 from ballast.kafka.topics import TopicLayout
 from ballast.routing.table import InvalidKeyError
 from services.router.checkpoint import Checkpoint
 from services.router.config import RouterSettings
 from services.router.control_follower import ControlFollower, ControlSource
-from services.router.envelopes import DLQ_HEADERS, EnvelopeWriter
+from services.router.envelopes import DLQ_HEADERS, PRODUCE_MARGIN, EnvelopeWriter, splice_bound
 from services.router.errors import RouterError
-from services.router.input_formats import RECORD_ERRORS, InputParser
+from services.router.input_formats import RECORD_ERRORS, InputError, InputParser
 from services.router.metrics import RouterMetrics, RouterTotals, now_ms
 from services.router.routes import RouteCache
 
 __all__ = ["DLQ_HEADERS", "Router", "RouterError", "RouterTotals"]
 
 log = logging.getLogger("services.router")
+
+# the errors that say why a record is dead-lettered (``reason``, ``detail``)
+DEAD_LETTER_ERRORS = (*RECORD_ERRORS, BodyError)
 
 
 class Router:
@@ -84,7 +88,12 @@ class Router:
         self.metrics = RouterMetrics(
             rid, routed_partitions, settings.heavy_hitter_capacity, settings.heavy_hitters_top
         )
-        self.envelopes = EnvelopeWriter(producer, layout, rid, routed_partitions)
+        # every record written (key + value + headers) fits the producer's message.max.bytes
+        writable = getattr(producer, "message_max_bytes", LIBRDKAFKA_MESSAGE_MAX_BYTES) - PRODUCE_MARGIN
+        self.max_record_bytes = self._record_limit(settings.max_record_bytes, writable)
+        # the hot path takes only Avro values whose envelope surely fits; larger ones are measured
+        self._fast_max = splice_bound(self.max_record_bytes, rid)
+        self.envelopes = EnvelopeWriter(producer, layout, rid, routed_partitions, max_bytes=writable)
         self.checkpoint = Checkpoint(
             consumer,
             producer,
@@ -100,7 +109,7 @@ class Router:
             before_commit=self._write_stats,
         )
         self.control = ControlFollower(control)
-        self.parser = InputParser(settings.format_options())
+        self.parser = InputParser(replace(settings.format_options(), max_record_bytes=self.max_record_bytes))
         self.state: ControlState = self.control.state
         self.routes = RouteCache(self.state.table, settings.route_cache_size)
         self.ready = False  # True once the control log is folded and the consumer subscribed
@@ -307,7 +316,8 @@ class Router:
         sget = env.suffixes.get
         hdr = INPUT_HEADER
         pre = DATA_PREFIX
-        max_bytes = self.settings.max_record_bytes
+        max_bytes = self.max_record_bytes
+        fast_max = self._fast_max
         fast = self.settings.input_format in ("auto", "avro")
         shed_active = self._shed_active
         wc = [0] * self.routed_partitions
@@ -347,25 +357,32 @@ class Router:
             next_offset[tp] = off + 1
             offered += 1
             v = m.value()
-            if fast and v is not None and v.startswith(hdr) and len(v) <= max_bytes:
+            if fast and v is not None and v.startswith(hdr) and len(v) <= fast_max:
                 try:
                     key = scan_input_body(v)
-                except BodyError as exc:
-                    self._dead_letter(m, exc.reason, exc.detail, dead_reasons)
+                except Exception as exc:  # BodyError; anything else is a malformed record too
+                    self._dead_letter(m, exc, dead_reasons)
                     continue
                 body = v[10:]
             else:
                 try:
                     key, body = self.parser.parse(v, m.key(), m.timestamp()[1])
-                except RECORD_ERRORS as exc:
-                    self._dead_letter(m, exc.reason, exc.detail, dead_reasons)
+                except Exception as exc:  # RECORD_ERRORS; anything else is a malformed record too
+                    self._dead_letter(m, exc, dead_reasons)
+                    continue
+                # not the hot path: measure exactly what will be produced (envelope + Kafka key)
+                sfx = sget(tp) or env.suffix(t, sp)
+                size = len(pre) + len(body) + len(sfx) + len(zigzag(off)) + len(key)
+                if size > max_bytes:
+                    exc = InputError("oversize", f"envelope + key {size} bytes > max {max_bytes}")
+                    self._dead_letter(m, exc, dead_reasons)
                     continue
             p = rget(key)
             if p is None:
                 try:
                     p = routes.miss(key)
                 except InvalidKeyError as exc:
-                    self._dead_letter(m, exc.reason, exc.detail, dead_reasons)
+                    self._dead_letter(m, exc, dead_reasons)
                     continue
             kappend(key)  # the sketch counts offered load, before shedding
             if shed_active:
@@ -408,9 +425,27 @@ class Router:
             raise RouterError(f"fatal consumer error: {err}")
         log.warning("consumer error: %s", err)
 
-    def _dead_letter(self, m: Message, reason: str, detail: str, reasons: dict[str, int]) -> None:
-        self.envelopes.dead_letter(m, reason, detail)
+    def _dead_letter(self, m: Message, exc: Exception, reasons: dict[str, int]) -> None:
+        """``m`` to the dead-letter topic, never a crash: a typed error (:data:`DEAD_LETTER_ERRORS`)
+        carries its reason; any other exception raised while reading one record (RecursionError from
+        a deeply nested JSON document, a bug in a parser) is ``malformed``. The exception's class
+        goes into a header either way."""
+        if isinstance(exc, DEAD_LETTER_ERRORS):
+            reason, detail = exc.reason, exc.detail
+        else:
+            reason, detail = "malformed", f"{type(exc).__name__}: {exc}"
+        self.envelopes.dead_letter(m, reason, detail, type(exc).__name__)
         reasons[reason] = reasons.get(reason, 0) + 1
+
+    def _record_limit(self, wanted: int, writable: int) -> int:
+        """``--max-record-bytes`` (0: as large as the producer allows), lowered to what it can write."""
+        if wanted > writable:
+            log.warning(
+                "router %s: max_record_bytes %d is more than the producer can write "
+                "(message.max.bytes %d minus a %d-byte margin); using %d",
+                self.settings.router_id, wanted, writable + PRODUCE_MARGIN, PRODUCE_MARGIN, writable,
+            )  # fmt: skip
+        return min(wanted, writable) if wanted else writable
 
     def _publish_stats(self) -> None:
         """The statistics interval is over: the record is owed as the last of this interval's
