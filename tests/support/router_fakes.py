@@ -10,12 +10,12 @@ integration tests run the same code against a real broker.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from ballast.avro.codec import AvroCodec
-from ballast.avro.wire import INPUT_HEADER, encode_input_body
+from ballast.avro.wire import INPUT_HEADER, encode_input_body, zigzag
 from ballast.control.state import ControlState, apply_event, initial_state
 from ballast.kafka.topics import TopicLayout
 from services.router.config import RouterSettings
@@ -23,6 +23,7 @@ from services.router.router import Router
 
 LAYOUT = TopicLayout(prefix="t", workers=4)
 ROUTED = LAYOUT.name("routed")
+DEAD = LAYOUT.name("dead_letter")
 ENVELOPE = AvroCodec("io.ballast.RoutedEnvelope")
 NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: the group has no committed offset
 
@@ -98,6 +99,25 @@ class ScriptedConsumer:
         pass
 
 
+LIBRDKAFKA_RECORD_OVERHEAD = 36  # what librdkafka 2.x adds to key + value + headers in its size check
+
+
+class Sent(NamedTuple):
+    topic: str
+    value: bytes | None
+    key: bytes | None
+    partition: int
+    headers: list[tuple[str, bytes]] | None
+
+
+def headers_size(headers: list[tuple[str, bytes]] | None) -> int:
+    """Kafka's record-header encoding: zigzag varint lengths and the bytes of each name and value."""
+    return sum(
+        len(zigzag(len(n.encode()))) + len(n.encode()) + len(zigzag(len(v))) + len(v)
+        for n, v in headers or []
+    )
+
+
 class RecordingProducer:
     """Records produce() calls and transaction calls. Under a transaction, what is produced stays
     in :attr:`pending` until the commit (then it joins :attr:`sent`, and the transaction's offsets
@@ -105,10 +125,15 @@ class RecordingProducer:
     that failed with a retriable error is still in progress: librdkafka answers any other
     transactional call with a conflict until it is called again."""
 
-    def __init__(self, consumer: ScriptedConsumer) -> None:
+    def __init__(self, consumer: ScriptedConsumer, message_max_bytes: int | None = None) -> None:
+        """``message_max_bytes``: refuse larger records with MSG_SIZE_TOO_LARGE, as librdkafka does
+        (and report the limit, as :class:`ballast.kafka.clients.ConfiguredProducer` does)."""
+        if message_max_bytes is not None:
+            self.message_max_bytes = message_max_bytes
+        self.limit = message_max_bytes
         self.consumer = consumer
-        self.sent: list[tuple[str, bytes, bytes | None, int]] = []
-        self.pending: list[tuple[str, bytes, bytes | None, int]] = []
+        self.sent: list[Sent] = []
+        self.pending: list[Sent] = []
         self.in_txn = False
         self.calls: list[str] = []
         self.txn_offsets: list[TopicPartition] = []
@@ -116,7 +141,11 @@ class RecordingProducer:
         self._commit_in_progress = False
 
     def produce(self, topic, value=None, key=None, partition=-1, headers=None) -> None:
-        (self.pending if self.in_txn else self.sent).append((topic, value, key, partition))
+        if self.limit is not None:
+            size = len(value or b"") + len(key or b"") + headers_size(headers) + LIBRDKAFKA_RECORD_OVERHEAD
+            if size > self.limit:
+                raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
+        (self.pending if self.in_txn else self.sent).append(Sent(topic, value, key, partition, headers))
 
     def poll(self, timeout: float = 0) -> int:
         return 0
@@ -192,14 +221,20 @@ class StaticControl:
 
 
 def make_router(
-    exactly_once: bool = False, committed: dict | None = None, metadata: dict | None = None
+    exactly_once: bool = False,
+    committed: dict | None = None,
+    metadata: dict | None = None,
+    message_max_bytes: int | None = None,
+    **settings: Any,
 ) -> Router:
+    """The production router over the fakes; ``settings`` override :class:`RouterSettings` fields."""
     consumer = ScriptedConsumer(committed, metadata)
+    base: dict[str, Any] = dict(router_id="r-test", exactly_once=exactly_once, stats_interval_s=3600)
     return Router(
-        RouterSettings(router_id="r-test", exactly_once=exactly_once, stats_interval_s=3600),
+        RouterSettings(**(base | settings)),
         LAYOUT,
         consumer=consumer,  # type: ignore[arg-type]
-        producer=RecordingProducer(consumer),  # type: ignore[arg-type]
+        producer=RecordingProducer(consumer, message_max_bytes),  # type: ignore[arg-type]
         control=StaticControl(initial_state(4)),
         routed_partitions=4,
     )
@@ -222,7 +257,7 @@ def play(router: Router, *script: tuple[str, Any]) -> None:
 
 
 def routed(router: Router) -> list[tuple[str, dict]]:
-    return [ENVELOPE.decode(v)["body"] for t, v, _, _ in router.producer.sent if t == ROUTED]  # type: ignore[attr-defined]
+    return [ENVELOPE.decode(s.value)["body"] for s in router.producer.sent if s.topic == ROUTED]  # type: ignore[attr-defined]
 
 
 def routed_offsets(router: Router) -> list[int]:
@@ -233,10 +268,10 @@ def routed_messages(router: Router) -> list[Message]:
     """What a read_committed reader of the routed topic would see, as messages (offsets per partition)."""
     next_offset: dict[int, int] = {}
     out = []
-    for topic, value, key, partition in router.producer.sent:  # type: ignore[attr-defined]
-        if topic != ROUTED:
+    for s in router.producer.sent:  # type: ignore[attr-defined]
+        if s.topic != ROUTED:
             continue
-        off = next_offset.get(partition, 0)
-        next_offset[partition] = off + 1
-        out.append(Message(topic=topic, partition=partition, offset=off, key=key, value=value))
+        off = next_offset.get(s.partition, 0)
+        next_offset[s.partition] = off + 1
+        out.append(Message(topic=s.topic, partition=s.partition, offset=off, key=s.key, value=s.value))
     return out

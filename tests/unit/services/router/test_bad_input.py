@@ -12,162 +12,48 @@ from __future__ import annotations
 import logging
 import math
 import struct
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Message
 
 from ballast.avro import wire
 from ballast.avro.codec import AvroCodec, SchemaStore
-from ballast.control.state import initial_state
 from ballast.kafka.clients import make_producer
 from ballast.kafka.config import KafkaConfig
-from ballast.kafka.topics import TopicLayout
 from services.router.config import RouterSettings
 from services.router.envelopes import DLQ_HEADERS, PRODUCE_MARGIN
 from services.router.input_formats import FormatOptions, InputError, InputParser
 from services.router.router import Router
+from tests.support import router_fakes as fakes
+from tests.support.router_fakes import (
+    DEAD,
+    ENVELOPE,
+    ROUTED,
+    RecordingProducer,
+    headers_size,
+    play,
+)
 
 pytestmark = pytest.mark.unit
 
-LAYOUT = TopicLayout(prefix="t", workers=4)
-ROUTED = LAYOUT.name("routed")
-DEAD = LAYOUT.name("dead_letter")
 IN = AvroCodec("io.ballast.InputEvent")
-ENVELOPE = AvroCodec("io.ballast.RoutedEnvelope")
-LIBRDKAFKA_RECORD_OVERHEAD = 36  # what librdkafka 2.x adds to key + value + headers in its check
 LONG_MAX = 2**63 - 1
 
 
-class OneConsumer:
-    """Owns input partition 0 (nothing committed) and hands out the scripted batches."""
-
-    def __init__(self, batches: list[list[Message]]) -> None:
-        self.batches = list(batches)
-        self.group_offsets: dict[tuple[str, int], int] = {}
-        self.on_assign: Callable | None = None
-
-    def subscribe(
-        self, topics: list[str], on_assign: Callable, on_revoke: Callable, on_lost: Callable
-    ) -> None:
-        self.on_assign = on_assign
-
-    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
-        if self.on_assign is not None:
-            assign, self.on_assign = self.on_assign, None
-            assign(self, [TopicPartition("in", 0)])
-        return self.batches.pop(0) if self.batches else []
-
-    def committed(self, partitions: list[TopicPartition], timeout: float = -1) -> list[TopicPartition]:
-        return [
-            TopicPartition(tp.topic, tp.partition, self.group_offsets.get((tp.topic, tp.partition), -1001))
-            for tp in partitions
-        ]
-
-    def commit(self, offsets: list[TopicPartition], asynchronous: bool = True) -> None:
-        self.group_offsets.update({(tp.topic, tp.partition): tp.offset for tp in offsets})
-
-    def get_watermark_offsets(self, tp: TopicPartition, timeout: float = -1, cached: bool = False):
-        return 0, 1000
-
-    def assignment(self) -> list[TopicPartition]:
-        return [TopicPartition("in", 0)]
-
-    def seek(self, tp: TopicPartition) -> None:
-        pass
-
-    def consumer_group_metadata(self) -> str:
-        return "group-metadata"
-
-    def close(self) -> None:
-        pass
-
-
-def headers_size(headers: list[tuple[str, bytes]] | None) -> int:
-    """Kafka's record-header encoding: zigzag varint lengths and the bytes of each name and value."""
-    return sum(
-        len(wire.zigzag(len(n.encode()))) + len(n.encode()) + len(wire.zigzag(len(v))) + len(v)
-        for n, v in headers or []
-    )
-
-
-class LimitedProducer:
-    """A transactional producer fake refusing records over ``message_max_bytes`` like librdkafka."""
-
-    def __init__(self, consumer: OneConsumer, message_max_bytes: int | None = 1_000_000) -> None:
-        if message_max_bytes is not None:
-            self.message_max_bytes = message_max_bytes
-        self.limit = message_max_bytes or 1_000_000
-        self.consumer = consumer
-        self.sent: list[tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]] | None]] = []
-        self.txn_offsets: list[TopicPartition] = []
-
-    def produce(self, topic, value=None, key=None, partition=-1, headers=None) -> None:
-        size = len(value or b"") + len(key or b"") + headers_size(headers) + LIBRDKAFKA_RECORD_OVERHEAD
-        if size > self.limit:
-            raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
-        self.sent.append((topic, value, key, headers))
-
-    def poll(self, timeout: float = 0) -> int:
-        return 0
-
-    def flush(self, timeout: float = -1) -> int:
-        return 0
-
-    def begin_transaction(self) -> None:
-        pass
-
-    def send_offsets_to_transaction(self, positions, metadata, timeout=-1) -> None:
-        self.txn_offsets = positions
-
-    def commit_transaction(self, timeout: float = -1) -> None:
-        self.consumer.commit(self.txn_offsets)
-
-    def abort_transaction(self, timeout: float = -1) -> None:
-        pass
-
-
-class StaticControl:
-    topic = "t.control"
-
-    def __init__(self) -> None:
-        self.state = initial_state(4)
-
-    def read_to_end(self, timeout: float = 30.0) -> list[dict]:
-        return []
-
-    def poll(self, timeout: float = 0.0, max_events: int = 1000) -> list[dict]:
-        return []
-
-    def close(self) -> None:
-        pass
-
-
 def make_router(message_max_bytes: int | None = 1_000_000, **settings: Any) -> Router:
-    consumer = OneConsumer([])
-    base: dict[str, Any] = dict(router_id="r-test", exactly_once=True, stats_interval_s=3600)
-    return Router(
-        RouterSettings(**(base | settings)),
-        LAYOUT,
-        consumer=consumer,  # type: ignore[arg-type]
-        producer=LimitedProducer(consumer, message_max_bytes),  # type: ignore[arg-type]
-        control=StaticControl(),
-        routed_partitions=4,
-    )
+    """Exactly-once unless told otherwise, over a producer refusing records as librdkafka does."""
+    settings.setdefault("exactly_once", True)
+    return fakes.make_router(message_max_bytes=message_max_bytes, **settings)
 
 
-def run(router: Router, values: list[tuple[bytes | None, bytes | None]]) -> LimitedProducer:
+def run(router: Router, values: list[tuple[bytes | None, bytes | None]]) -> RecordingProducer:
     """Route one batch of (key, value) records from partition 0 (offsets 0..n-1), then stop."""
     batch = [
         Message(topic="in", partition=0, offset=i, key=k, value=v, timestamp=(1, 1_000 + i))
         for i, (k, v) in enumerate(values)
     ]
-    router.consumer.batches = [batch]  # type: ignore[attr-defined]
-    router.start()
-    router.step()
-    router.stop()
-    router.run()
+    play(router, ("assign", [("in", 0)]), ("batch", batch))
     return router.producer  # type: ignore[return-value]
 
 
@@ -176,15 +62,19 @@ def good(i: int) -> tuple[bytes, bytes]:
     return key.encode(), IN.encode({"key": key, "value": 1.0, "payload": b"p%d" % i, "event_time": i})
 
 
-def dead_letters(producer: LimitedProducer) -> list[tuple[bytes | None, bytes | None, dict[str, str]]]:
-    return [(k, v, {n: h.decode() for n, h in hs or []}) for t, v, k, hs in producer.sent if t == DEAD]
-
-
-def routed_keys(producer: LimitedProducer) -> list[bytes | None]:
+def dead_letters(producer: RecordingProducer) -> list[tuple[bytes | None, bytes | None, dict[str, str]]]:
     return [
-        k
-        for t, v, k, _ in producer.sent
-        if t == ROUTED and ENVELOPE.decode(v)["body"][0].endswith("DataRecord")
+        (s.key, s.value, {n: h.decode() for n, h in s.headers or []})
+        for s in producer.sent
+        if s.topic == DEAD
+    ]
+
+
+def routed_keys(producer: RecordingProducer) -> list[bytes | None]:
+    return [
+        s.key
+        for s in producer.sent
+        if s.topic == ROUTED and ENVELOPE.decode(s.value)["body"][0].endswith("DataRecord")
     ]
 
 
@@ -371,7 +261,7 @@ def test_large_records_that_fit_are_routed_exactly_up_to_the_limit():
     assert (produced(fits), produced(over)) == (limit, limit + 1)
     producer = run(router, [good(0), (b"a", fits), (b"a", over)])
     assert routed_keys(producer) == [b"key-0", b"a"]
-    [routed] = [len(v) + len(k) for t, v, k, _ in producer.sent if t == ROUTED and k == b"a"]
+    [routed] = [len(s.value) + len(s.key) for s in producer.sent if s.topic == ROUTED and s.key == b"a"]
     assert routed == limit
     assert [h["ballast.error.reason"] for _, _, h in dead_letters(producer)] == ["oversize"]
 

@@ -76,7 +76,7 @@ def test_a_partition_is_never_routed_under_an_older_epoch_than_its_previous_owne
     data = [(b["epoch"], b["key"]) for br, b in routed(router) if br == "io.ballast.DataRecord"]
     assert data == [(1, "moved")]
     assert markers(router) == [(1, [("in", 0)])] * 4
-    assert [p for t, _, k, p in router.producer.sent if k == key] == [(home + 1) % 4]  # type: ignore[attr-defined]
+    assert [s.partition for s in router.producer.sent if s.key == key] == [(home + 1) % 4]  # type: ignore[attr-defined]
     check(router)
 
 

@@ -116,7 +116,7 @@ def test_new_epoch_commits_first_then_markers_then_records_under_the_new_table()
     assert data == [(1, 0)]
     markers = [b["epoch"] for br, b in routed(router) if br == "io.ballast.EpochMarker"]
     assert markers == [1] * 4  # epoch 1 was applied before the first marker was owed
-    assert [p for t, _, k, p in router.producer.sent if k == key] == [(home + 1) % 4]  # type: ignore[attr-defined]
+    assert [s.partition for s in router.producer.sent if s.key == key] == [(home + 1) % 4]  # type: ignore[attr-defined]
     assert router.totals.epochs_applied == [1] and router.state.epoch == 1
 
 
