@@ -139,12 +139,19 @@ class SchemaStore:
 
     @classmethod
     def from_dir(cls, folder: Path = SCHEMAS_DIR) -> SchemaStore:
+        """The current schemas (``*.avsc``) and the older writer versions in ``previous/``.
+
+        Why keep older versions: a record carries its writer schema's fingerprint, so records
+        written before a field was added decode only if that version is still registered.
+        """
         store = cls()
         files = sorted(folder.glob("*.avsc"))
         if not files:
             raise FileNotFoundError(f"no .avsc files in {folder}")
         for f in files:
             store.register(json.loads(f.read_text()))
+        for f in sorted((folder / "previous").glob("*.avsc")):
+            store.register(json.loads(f.read_text()), current=False)
         return store
 
     def by_fingerprint(self, fingerprint: int) -> SchemaVersion | None:
