@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 CACHE ?= .cache
 ARGS ?=
 
-.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-router clean-cache
+.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-router bench-router-startup clean-cache
 
 setup:
 	@bash deploy/setup.sh
@@ -25,7 +25,7 @@ test-integration: setup
 lint: setup
 	$(VENV)/bin/ruff check ballast services spark_jobs tests bench
 
-bench: bench-codec bench-planner bench-router
+bench: bench-codec bench-planner bench-router bench-router-startup
 
 bench-codec: setup
 	$(PY) bench/codec_bench.py $(ARGS)
@@ -38,3 +38,6 @@ clean-cache:
 
 bench-router: setup
 	$(PY) bench/router/run.py $(ARGS)
+
+bench-router-startup: setup
+	$(PY) bench/router/startup.py $(ARGS)
