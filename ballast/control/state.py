@@ -104,7 +104,11 @@ class ControlState:
 
 
 def initial_state(routed_partitions: int, active_workers: int = 0) -> ControlState:
-    """The state before epoch 1: hash over ``active_workers`` (0: all routed partitions), empty table."""
+    """Hash over ``active_workers`` (0: all routed partitions), empty table, nothing folded yet.
+
+    What a reader assumes before the log's genesis, which replaces it (only ``max_workers``, the
+    routed partitions, is checked against the genesis); the genesis itself states the same thing.
+    """
     return ControlState(num_workers=active_workers or routed_partitions, max_workers=routed_partitions)
 
 
