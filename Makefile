@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 CACHE ?= .cache
 ARGS ?=
 
-.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-router bench-router-compare clean-cache
+.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-router bench-router-compare bench-router-startup clean-cache
 
 setup:
 	@bash deploy/setup.sh
@@ -25,7 +25,7 @@ test-integration: setup
 lint: setup
 	$(VENV)/bin/ruff check ballast services spark_jobs tests bench
 
-bench: bench-codec bench-planner bench-router
+bench: bench-codec bench-planner bench-router bench-router-startup
 
 bench-codec: setup
 	$(PY) bench/codec_bench.py $(ARGS)
@@ -42,3 +42,6 @@ bench-router: setup
 BASE ?= HEAD~1
 bench-router-compare: setup
 	$(PY) bench/router/compare.py --base $(BASE) $(ARGS)
+
+bench-router-startup: setup
+	$(PY) bench/router/startup.py $(ARGS)

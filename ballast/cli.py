@@ -10,8 +10,9 @@ environment variable and its default, and ``-h`` lists all three. Without ``--bo
 ``ballast stack up`` followed by ``ballast topics create`` needs no addresses at all.
 
 Errors a user can act on are one line, ``error: ...``, on stderr: exit code 2 for bad input (a flag's
-value, a worker id, a conflicting topic), 1 for the environment (no broker, a stack or Connect that
-fails). ``--debug`` shows the traceback instead.
+value, a worker id, a conflicting topic, flags that contradict the control log's genesis), 1 for the
+environment (no broker, a stack or Connect that fails, a missing topic or genesis). ``--debug`` shows
+the traceback instead.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ def _service_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
 
 def exit_code(exc: BaseException) -> int | None:
     """2 for the user's input, 1 for the environment, None for a bug (a traceback is worth it)."""
+    from ballast.control.genesis import GenesisMissingError
     from ballast.control.state import ControlLogError
     from ballast.devstack.connect import ConnectError
     from ballast.devstack.stack import StackError
@@ -77,6 +79,8 @@ def exit_code(exc: BaseException) -> int | None:
     from ballast.paths import MissingJarsError
     from ballast.waiting import WaitTimeout
 
+    if isinstance(exc, GenesisMissingError):
+        return 1  # like a missing topic: `ballast topics create` sets it up
     user = (SettingsError, UsageError, TopicConflictError)
     if isinstance(exc, (*user, ControlLogError)):
         return 2

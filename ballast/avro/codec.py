@@ -139,9 +139,11 @@ class SchemaStore:
 
     @classmethod
     def from_dir(cls, folder: Path = SCHEMAS_DIR) -> SchemaStore:
-        """The current schemas (``folder/*.avsc``) and every earlier released writer version
-        (``folder/previous/*.avsc``): records written by an older release stay decodable, resolved
-        to the current reader schema (new fields take their defaults)."""
+        """The current schemas (``*.avsc``) and the older writer versions in ``previous/``.
+
+        Why keep older versions: a record carries its writer schema's fingerprint, so records
+        written before a field was added decode only if that version is still registered.
+        """
         store = cls()
         files = sorted(folder.glob("*.avsc"))
         if not files:

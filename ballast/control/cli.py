@@ -5,9 +5,10 @@ shed; going through :class:`~ballast.control.log.ControlLogWriter` means the sam
 fenced, validated path the controller (a later issue) will use.
 
 Settings come from :mod:`ballast.settings` only: the connection (``--bootstrap``, ``--state-dir``),
-the topic layout (topic names, ``--active-workers`` for epoch 0) and the issuer. The writer's
-transactional id is derived from the control topic by :mod:`ballast.control.log`, so every writer
-of one control log fences every other.
+the topic layout (topic names) and the issuer. Epoch 0 comes from the control log's genesis
+(written by ``ballast topics create``), not from flags. The writer's transactional id is derived
+from the control topic by :mod:`ballast.control.log`, so every writer of one control log fences
+every other.
 """
 
 from __future__ import annotations
@@ -85,19 +86,18 @@ def build_event(request: EventRequest, state) -> tuple[str, dict]:  # state: Con
     return cs.shedding(request.shed[0], request.shed[1], request.reason)
 
 
-def _open(args: argparse.Namespace):  # -> (KafkaConfig, control topic, initial ControlState)
-    """Check the broker, then the topics; the initial state comes from the routed partitions."""
+def _open(args: argparse.Namespace):  # -> (KafkaConfig, control topic, ControlState before the genesis)
+    """Check the broker, then the topics; the log's genesis must record the routed topic's partitions."""
     from ballast.control.state import initial_state
     from ballast.kafka.admin import make_admin, partition_count
 
-    layout_settings = LayoutSettings.from_args(args)
     kafka = ConnectionSettings.from_args(args).checked_kafka_config("ballast-control")
-    layout = layout_settings.layout()
+    layout = LayoutSettings.from_args(args).layout()
     admin = make_admin(kafka)
     routed = partition_count(admin, layout.name("routed"), timeout=5)
     control = layout.name("control")
     partition_count(admin, control, timeout=5)  # exists, or a one-line TopicMissingError
-    return kafka, control, initial_state(routed, layout_settings.active_workers)
+    return kafka, control, initial_state(routed)
 
 
 def _event_json(e: dict, with_issuer: bool = False) -> str:
@@ -126,7 +126,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     from ballast.control.log import ControlLogReader
 
     kafka, topic, initial = _open(args)
-    reader = ControlLogReader(kafka, topic, initial)
+    reader = ControlLogReader(kafka, topic, initial, start_offset=0)  # from the genesis: every event
     try:
         events = reader.read_to_end()
     finally:
@@ -146,7 +146,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def _common(p: argparse.ArgumentParser) -> None:
     ConnectionSettings.add_arguments(p)
-    LayoutSettings.add_arguments(p, only=("prefix", "active_workers"))
+    LayoutSettings.add_arguments(p, only=("prefix",))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -184,8 +184,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         control,
         "show",
         "print the events and the folded state",
-        "Print every committed event of <prefix>.control (one JSON object per line), then the "
-        "folded state.",
+        "Print every committed event of <prefix>.control from its genesis (one JSON object per "
+        "line), then the folded state.",
     )
     _common(show)
     show.set_defaults(func=cmd_show)

@@ -4,18 +4,46 @@ Why a transactional writer with a fixed ``transactional.id``: ``init_transaction
 older writer with the same id and completes its open transaction, so reading the last epoch
 *after* it and writing ``last + 1`` cannot race another writer into a duplicate epoch. The id is
 derived from the control topic (:func:`writer_transactional_id`), so every writer of one control
-log (the controller, ``ballast control send``, the demo, tests) fences every other.
+log (the controller, ``ballast control send``, ``ballast topics create``, the demo, tests) fences
+every other.
+
+Why the reader starts at the latest snapshot: the control topic is kept forever, so folding it
+from offset 0 makes every restart slower than the last. The reader finds the latest
+``TABLE_SNAPSHOT`` that records the routed partitions by reading the log *backwards* in chunks
+(1,024 offsets, doubling; only the type of each record is read, :mod:`ballast.control.peek`),
+folds from there with the mutable :class:`~ballast.control.builder.StateBuilder`, and gives up
+only when it makes no progress for ``timeout`` seconds, not after a fixed total. The writer appends
+a snapshot every :data:`SNAPSHOT_EVERY` epochs, so a restart folds at most that many events.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from ballast.avro.codec import AvroCodec
-from ballast.control.state import CONTROL_SCHEMA, ControlLogError, ControlState, apply_event, make_event
+from ballast.control.builder import StateBuilder
+from ballast.control.genesis import (
+    Genesis,
+    GenesisMissingError,
+    check_create,
+    genesis_snapshot,
+    missing_message,
+)
+from ballast.control.peek import peek
+from ballast.control.state import (
+    CONTROL_SCHEMA,
+    ControlLogError,
+    ControlState,
+    apply_event,
+    initial_state,
+    is_base_snapshot,
+    make_event,
+    table_snapshot,
+)
 from ballast.kafka.config import KafkaConfig
 from ballast.waiting import WaitTimeout, wait_until
 
@@ -26,112 +54,258 @@ _NOT_READY = (
     KafkaError.UNKNOWN_TOPIC_OR_PART,
 )
 
+# the writer appends a TABLE_SNAPSHOT once this many epochs passed since the last one
+SNAPSHOT_EVERY = 1000
+# offsets read per step of the backward search for the latest snapshot (doubles at every step)
+SCAN_CHUNK = 1024
+
 
 def writer_transactional_id(control_topic: str) -> str:
     """The one transactional id of the writers of ``control_topic``."""
     return f"ballast-control-writer.{control_topic}"
 
 
-
-
 class ControlLogReader:
-    """Follows the single-partition control topic from offset 0 (read_committed) and folds it.
+    """Follows the single-partition control topic (read_committed) and folds it.
 
     Not in a consumer group: every reader sees every event. ``read_to_end`` blocks until the state
     reflects everything committed when it was called; ``poll`` is non-blocking and returns the new
     events folded since the last call (the caller decides when to apply them).
+
+    Where it starts: by default at the latest snapshot that records the routed partitions; with
+    ``start_offset``, at the first such snapshot at or after it (``0``: the genesis, the whole
+    log). Either way epoch 0 comes from the log; ``initial`` (default: nothing known) only supplies
+    the routed partitions the reader expects, and a log without genesis raises
+    :class:`~ballast.control.genesis.GenesisMissingError`. ``require_genesis=False`` is the fold of a
+    log written before the genesis existed: from ``start_offset`` (default 0) over ``initial``.
     """
 
-    def __init__(self, kafka: KafkaConfig, topic: str, initial: ControlState, start_offset: int = 0) -> None:
-        from confluent_kafka import Consumer, TopicPartition
+    def __init__(
+        self,
+        kafka: KafkaConfig,
+        topic: str,
+        initial: ControlState | None = None,
+        start_offset: int | None = None,
+        *,
+        require_genesis: bool = True,
+    ) -> None:
+        from confluent_kafka import Consumer
 
         self.topic = topic
-        self.state = initial
+        self.state = initial if initial is not None else ControlState(num_workers=1)
         self.codec = AvroCodec(CONTROL_SCHEMA)
-        self._tp = TopicPartition(topic, 0, start_offset)
-        self._last_offset = start_offset - 1
+        self.require_genesis = require_genesis
+        self.last_snapshot_epoch: int | None = None  # of the last snapshot folded that records partitions
+        self._builder = StateBuilder(self.state)
+        self._start_offset = start_offset
+        self._next_offset: int | None = None  # None until the reader knows where to start
+        self._tp = TopicPartition(topic, 0)
         self.consumer = Consumer(
             kafka.consumer(
                 f"ballast-control-reader-{id(self):x}",
                 **{"isolation.level": "read_committed", "fetch.wait.max.ms": 50},
             )
         )
-        self.consumer.assign([self._tp])
+        if not require_genesis:
+            self._assign(start_offset or 0)
 
-    def _fold_messages(self, msgs: list) -> list[dict[str, Any]]:
-        events = []
-        for m in msgs:
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise ControlLogError(f"control topic error: {m.error()}")
-            try:
-                event = self.codec.decode(m.value(), m.topic(), m.partition(), m.offset())
-            except Exception as exc:
-                raise ControlLogError(f"undecodable control event at offset {m.offset()}: {exc}") from exc
-            self._last_offset = m.offset()
-            before = self.state.epoch
-            self.state = apply_event(self.state, event)
-            if self.state.epoch != before:
-                events.append(event)
-        return events
+    # --- positions --------------------------------------------------------------------------------
 
-    def poll(self, timeout: float = 0.0, max_events: int = 1000) -> list[dict[str, Any]]:
-        """New (non-duplicate) events folded into :attr:`state`, in epoch order."""
-        return self._fold_messages(self.consumer.consume(max_events, timeout=timeout))
+    def _assign(self, offset: int) -> None:
+        self._next_offset = offset
+        self.consumer.assign([TopicPartition(self.topic, 0, offset)])
 
-    def read_to_end(self, timeout: float = 30.0) -> list[dict[str, Any]]:
-        """Fold everything committed up to now (the last stable offset when called).
+    def bounds(self, timeout: float = 30.0) -> tuple[int, int]:
+        """(low, high) watermarks; a control topic whose leader is not elected yet is waited for.
 
-        A router is often started right after ``ballast topics create``: a control topic whose
-        leader is not elected yet is waited for (up to ``timeout``), not a reason to crash.
+        A router is often started right after ``ballast topics create``: a leader election in
+        progress is not a reason to crash.
         """
-        from confluent_kafka import TopicPartition
 
-        def end_offset() -> tuple[int] | None:
+        def watermarks() -> tuple[int, int] | None:
             try:
-                _low, high = self.consumer.get_watermark_offsets(
-                    TopicPartition(self.topic, 0), timeout=min(timeout, 5.0), cached=False
-                )
+                return self.consumer.get_watermark_offsets(self._tp, timeout=min(timeout, 5.0), cached=False)
             except KafkaException as exc:
                 err = exc.args[0]
                 if err.retriable() or err.code() in _NOT_READY:
                     return None
                 raise
-            return (high,)
 
         try:
-            (high,) = wait_until(end_offset, timeout, f"the end of control topic {self.topic}", interval=0.2)
+            return wait_until(watermarks, timeout, f"the end of control topic {self.topic}", interval=0.2)
         except WaitTimeout as exc:
             raise ControlLogError(str(exc)) from None
-        events: list[dict[str, Any]] = []
 
-        def caught_up() -> bool:
-            position = self.consumer.position([TopicPartition(self.topic, 0)])[0].offset
-            if high <= 0 or position >= high:
-                return True
-            events.extend(self.poll(timeout=0.2))
-            return False
+    def _position(self) -> int:
+        return self.consumer.position([self._tp])[0].offset
 
+    def _records(self, start: int, end: int, timeout: float) -> Iterator[tuple[int, bytes | None]]:
+        """(offset, value) of the committed records in [start, end); raises after ``timeout``
+        seconds without progress (an open transaction in the range is waited for until then)."""
+        self.consumer.assign([TopicPartition(self.topic, 0, start)])
+        done = start
+        last_progress = time.monotonic()
+        while done < end:
+            msgs = self.consumer.consume(1000, timeout=0.2)
+            for m in msgs:
+                self._check(m)
+                if m.error() is not None:
+                    continue
+                if m.offset() >= end:
+                    return
+                done = m.offset() + 1
+                yield m.offset(), m.value()
+            position = self._position()
+            if position >= end:
+                return
+            if msgs or position > done:
+                done = max(done, position)
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > timeout:
+                raise ControlLogError(
+                    f"reading control topic {self.topic}: no progress for {timeout:g} s at offset {done} "
+                    f"(reading to {end})"
+                )
+
+    def _check(self, m: Any) -> None:
+        err = m.error()
+        if err is not None and err.code() != KafkaError._PARTITION_EOF:
+            raise ControlLogError(f"control topic error: {err}")
+
+    def _decode(self, offset: int, value: bytes | None) -> dict[str, Any]:
         try:
-            wait_until(caught_up, timeout, f"reading control topic {self.topic} to offset {high}", interval=0)
-        except WaitTimeout as exc:
-            raise ControlLogError(str(exc)) from None
+            return self.codec.decode(value, self.topic, 0, offset)
+        except Exception as exc:
+            raise ControlLogError(f"undecodable control event at offset {offset}: {exc}") from exc
+
+    def _base_at(self, offset: int, value: bytes | None) -> dict[str, Any] | None:
+        """The decoded event when the record is a snapshot that records the routed partitions."""
+        seen = peek(value)
+        if seen is not None and seen[1] != "TABLE_SNAPSHOT":
+            return None
+        event = self._decode(offset, value)
+        return event if is_base_snapshot(event) else None
+
+    def _first_base(self, start: int, end: int, timeout: float) -> tuple[int, dict[str, Any]] | None:
+        for offset, value in self._records(start, end, timeout):
+            event = self._base_at(offset, value)
+            if event is not None:
+                return offset, event
+        return None
+
+    def _latest_base(self, low: int, high: int, timeout: float) -> int | None:
+        """Offset of the latest base snapshot, reading backwards in growing chunks."""
+        end, size = high, SCAN_CHUNK
+        while end > low:
+            start = max(low, end - size)
+            found = None
+            for offset, value in self._records(start, end, timeout):
+                if self._base_at(offset, value) is not None:
+                    found = offset
+            if found is not None:
+                return found
+            end, size = start, size * 2
+        return None
+
+    def genesis(self, timeout: float = 30.0) -> Genesis | None:
+        """The log's genesis (its first snapshot that records the routed partitions), or None.
+
+        A new log begins with it, so this reads one record; a re-based old log reads up to it.
+        """
+        low, high = self.bounds(timeout)
+        found = self._first_base(low, high, timeout) if high > low else None
+        if self._next_offset is not None:
+            self._assign(self._next_offset)  # back to where the fold is
+        return None if found is None else Genesis.of(found[1])
+
+    def _locate(self, timeout: float) -> None:
+        """Choose where the fold starts (see the class docstring) and assign the consumer there."""
+        low, high = self.bounds(timeout)
+        if self._start_offset is None:
+            offset = self._latest_base(low, high, timeout) if high > low else None
+        else:
+            first = self._first_base(max(low, self._start_offset), high, timeout) if high > low else None
+            offset = None if first is None else first[0]
+        if offset is None:
+            raise GenesisMissingError(missing_message(self.topic))
+        self._assign(offset)
+
+    # --- folding ----------------------------------------------------------------------------------
+
+    def _fold_messages(self, msgs: list) -> list[dict[str, Any]]:
+        events = []
+        builder = self._builder
+        try:
+            for m in msgs:
+                self._check(m)
+                if m.error() is not None:
+                    continue
+                event = self._decode(m.offset(), m.value())
+                self._next_offset = m.offset() + 1
+                base = is_base_snapshot(event)
+                if self.require_genesis and not builder.started and not base:
+                    raise GenesisMissingError(missing_message(self.topic))
+                if builder.apply(event):
+                    events.append(event)
+                    if base:
+                        self.last_snapshot_epoch = builder.epoch
+        finally:
+            self.state = builder.state()  # the state after the last event folded without error
         return events
+
+    def poll(self, timeout: float = 0.0, max_events: int = 1000) -> list[dict[str, Any]]:
+        """New (non-duplicate) events folded into :attr:`state`, in epoch order.
+
+        The first call of a reader that has not read yet finds its start first (blocking).
+        """
+        if self._next_offset is None:
+            self._locate(30.0)
+        return self._fold_messages(self.consumer.consume(max_events, timeout=timeout))
+
+    def read_to_end(self, timeout: float = 30.0) -> list[dict[str, Any]]:
+        """Fold everything committed up to now (the high watermark when called).
+
+        ``timeout`` bounds the time without progress (no new offset read), not the total: a long
+        log is read to its end however long that takes, a stuck one fails after ``timeout``.
+        """
+        if self._next_offset is None:
+            self._locate(timeout)
+        _low, high = self.bounds(timeout)
+        events: list[dict[str, Any]] = []
+        last = (time.monotonic(), self._position())
+        while True:
+            position = self._position()
+            if high <= 0 or position >= high:
+                return events
+            if position != last[1]:
+                last = (time.monotonic(), position)
+            elif time.monotonic() - last[0] > timeout:
+                raise ControlLogError(
+                    f"reading control topic {self.topic}: no progress for {timeout:g} s at offset "
+                    f"{max(position, 0)} (reading to {high})"
+                )
+            events.extend(self.poll(timeout=0.2))
 
     def close(self) -> None:
         self.consumer.close()
 
 
 class ControlLogWriter:
-    """Appends events with dense epochs; a fixed ``transactional.id`` fences any second writer."""
+    """Appends events with dense epochs; a fixed ``transactional.id`` fences any second writer.
+
+    ``initial`` is the state the caller expects before epoch 0 (its ``max_workers`` is checked
+    against the routed partitions the log records); ``snapshot_every`` (0: never) makes
+    :meth:`send` append a snapshot of the new state, in the same transaction, once that many
+    epochs passed since the last one, so readers that start at the latest snapshot stay fast.
+    """
 
     def __init__(
         self,
         kafka: KafkaConfig,
         topic: str,
-        initial: ControlState,
+        initial: ControlState | None = None,
         issuer: str = "ballast-control-cli",
+        snapshot_every: int = SNAPSHOT_EVERY,
     ) -> None:
         from confluent_kafka import Producer
 
@@ -139,6 +313,7 @@ class ControlLogWriter:
         self.topic = topic
         self.initial = initial
         self.issuer = issuer
+        self.snapshot_every = snapshot_every
         self.codec = AvroCodec(CONTROL_SCHEMA)
         self.producer = Producer(kafka.producer(**{"transactional.id": writer_transactional_id(topic)}))
         self.producer.init_transactions(30)
@@ -169,15 +344,65 @@ class ControlLogWriter:
         return reader.state
 
     def send(self, etype: str, body: Mapping[str, Any], timeout: float = 30.0) -> dict[str, Any]:
-        """Validate against the folded log, then write ``last epoch + 1`` in one transaction."""
+        """Validate against the folded log, then write ``last epoch + 1`` in one transaction
+        (followed by a snapshot at ``last epoch + 2`` when one is due)."""
         state = self.current_state(timeout)
         event = make_event(state.epoch + 1, etype, body, issuer=self.issuer)
-        apply_event(state, event)  # refuse to write an event the readers would reject
-        self.producer.begin_transaction()
-        self.producer.produce(self.topic, value=self.codec.encode(event), key=str(event["epoch"]).encode())
-        self.producer.commit_transaction(timeout)
-        self._written_epoch = event["epoch"]
+        after = apply_event(state, event)  # refuse to write an event the readers would reject
+        events = [event]
+        assert self._reader is not None
+        since = after.epoch - (self._reader.last_snapshot_epoch or 0)
+        if etype != "TABLE_SNAPSHOT" and self.snapshot_every and since >= self.snapshot_every:
+            snapshot = make_event(after.epoch + 1, *table_snapshot(after), issuer=self.issuer)
+            apply_event(after, snapshot)
+            events.append(snapshot)
+        self._write(events, timeout)
         return event
+
+    def _write(self, events: list[dict[str, Any]], timeout: float) -> None:
+        self.producer.begin_transaction()
+        for event in events:
+            value = self.codec.encode(event)
+            self.producer.produce(self.topic, value=value, key=str(event["epoch"]).encode())
+        self.producer.commit_transaction(timeout)
+        self._written_epoch = events[-1]["epoch"]
+
+    def write_genesis(
+        self, routed_partitions: int, active_workers: int = 0, timeout: float = 30.0
+    ) -> tuple[str, Genesis]:
+        """Give the log its genesis, once: ``("written" | "rebased" | "exists", genesis)``.
+
+        An empty log gets the genesis at epoch 0. A log with a genesis is left alone when the
+        arguments agree with it (:class:`~ballast.control.genesis.GenesisConflictError`
+        otherwise). A log written before the genesis existed is folded from offset 0 over the
+        state the arguments describe and gets a snapshot of it at ``last + 1`` (a re-base).
+        Runs under this writer's fence, so no other writer appends in between.
+        """
+        initial = initial_state(routed_partitions, active_workers)
+        reader = ControlLogReader(self.kafka, self.topic, initial, require_genesis=False)
+        try:
+            recorded = reader.genesis(timeout)
+            if recorded is not None:
+                check_create(recorded, self.topic, routed_partitions, active_workers)
+                return "exists", recorded
+            reader.read_to_end(timeout)
+            state = reader.state
+            if state.started:
+                status, event = "rebased", make_event(state.epoch + 1, *table_snapshot(state), self.issuer)
+            else:
+                kind = genesis_snapshot(routed_partitions, active_workers)
+                status, event = "written", make_event(0, *kind, issuer=self.issuer)
+            apply_event(state, event)
+            self._write([event], timeout)
+            try:
+                wait_until(lambda: reader.genesis(timeout), timeout, f"the genesis of {self.topic} visible")
+            except WaitTimeout as exc:
+                raise ControlLogError(str(exc)) from None
+        finally:
+            reader.close()
+        genesis = Genesis.of(event)
+        assert genesis is not None
+        return status, genesis
 
     def close(self) -> None:
         """Flush and close the producer and the reader: no client outlives the writer."""

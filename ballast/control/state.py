@@ -6,7 +6,19 @@ the *same* routing state from the same log, and must notice a broken log instead
 the next state or raises :class:`ControlLogError`: epochs are dense (event e+1 follows e), a gap is
 an error, a duplicate epoch is ignored only when its content is identical (a retried send), and a
 ``TABLE_SNAPSHOT`` lets a reader that starts at it (instead of offset 0) begin there.
+
+Epoch 0 is in the log too: its first event is the *genesis*, a ``TABLE_SNAPSHOT`` at epoch 0 that
+records the routed partitions and the active workers (``ballast topics create`` writes it, see
+:mod:`ballast.control.genesis`), so no process takes epoch 0 from its own flags.
+
+Why the content of only the recent epochs is kept (:data:`DIGEST_WINDOW`, and none from before the
+last snapshot): a state that remembered every epoch's digest would grow with the log, and a reader
+that starts at the latest snapshot cannot know the older ones anyway. Every reader, wherever it
+started, keeps the same window, so all of them accept or refuse the same duplicate.
+:class:`ballast.control.builder.StateBuilder` is the same fold over mutable parts (for catching up
+on a long log); this module stays the reference it is tested against.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,6 +40,10 @@ PAYLOAD_RECORD = {
     "SCALE": "io.ballast.Scale",
     "SHEDDING": "io.ballast.Shedding",
 }
+
+
+# epochs whose content (digest) a state keeps, to tell an identical re-send from a conflicting one
+DIGEST_WINDOW = 1000
 
 
 class ControlLogError(RuntimeError):
@@ -88,7 +104,11 @@ class ControlState:
 
 
 def initial_state(routed_partitions: int, active_workers: int = 0) -> ControlState:
-    """The state before epoch 1: hash over ``active_workers`` (0: all routed partitions), empty table."""
+    """Hash over ``active_workers`` (0: all routed partitions), empty table, nothing folded yet.
+
+    What a reader assumes before the log's genesis, which replaces it (only ``max_workers``, the
+    routed partitions, is checked against the genesis); the genesis itself states the same thing.
+    """
     return ControlState(num_workers=active_workers or routed_partitions, max_workers=routed_partitions)
 
 
@@ -104,11 +124,10 @@ def _routing_key(epoch: int, key: str) -> bytes:
         raise ControlLogError(f"epoch {epoch}: key {key!r} cannot be routed: {exc}") from None
 
 
-def _check_worker(state: ControlState, key: str, worker: int, num_workers: int) -> None:
+def _check_worker(at: int, key: str, worker: int, num_workers: int) -> None:
+    """``at``: the epoch of the state the event is folded into (the message names ``at + 1``)."""
     if not 0 <= worker < num_workers:
-        raise ControlLogError(
-            f"epoch {state.epoch + 1}: key {key!r} -> worker {worker} outside 0..{num_workers - 1}"
-        )
+        raise ControlLogError(f"epoch {at + 1}: key {key!r} -> worker {worker} outside 0..{num_workers - 1}")
 
 
 def apply_event(state: ControlState, event: Mapping[str, Any]) -> ControlState:
@@ -122,11 +141,13 @@ def apply_event(state: ControlState, event: Mapping[str, Any]) -> ControlState:
         seen = state.digests.get(epoch)
         if seen == digest:
             return state  # an identical re-send: idempotent
+        if seen is None:
+            raise ControlLogError(unknown_duplicate(epoch, state.epoch))
         raise ControlLogError(
             f"duplicate epoch {epoch} with different content (state at {state.epoch}); refusing to guess"
         )
     if epoch != state.epoch + 1 and not (
-        not state.started and etype == "TABLE_SNAPSHOT" and epoch > state.epoch
+        not state.started and etype == "TABLE_SNAPSHOT" and epoch >= state.epoch
     ):
         raise ControlLogError(f"gap in the control log: at epoch {state.epoch}, next event has epoch {epoch}")
     if etype not in CONTROL_TYPES:
@@ -135,17 +156,19 @@ def apply_event(state: ControlState, event: Mapping[str, Any]) -> ControlState:
     entries = state.table.entries
     keep = dict(state.keep_probability)
     num_workers = state.num_workers
+    max_workers = state.max_workers
     if etype == "ROUTING_UPDATE":
         for key, worker in body.get("assign", {}).items():
-            _check_worker(state, key, int(worker), num_workers)
+            _check_worker(state.epoch, key, int(worker), num_workers)
             entries[_routing_key(epoch, key)] = int(worker)
         for key in body.get("unassign", []):
             entries.pop(_key_bytes(key), None)
     elif etype == "TABLE_SNAPSHOT":
         num_workers = int(body["num_workers"])
+        max_workers = snapshot_max_workers(epoch, body, state.max_workers)
         entries = {}
         for key, worker in body.get("table", {}).items():
-            _check_worker(state, key, int(worker), num_workers)
+            _check_worker(state.epoch, key, int(worker), num_workers)
             entries[_routing_key(epoch, key)] = int(worker)
         keep = {k: float(p) for k, p in body.get("keep_probability", {}).items()}
     elif etype == "SCALE":
@@ -161,15 +184,18 @@ def apply_event(state: ControlState, event: Mapping[str, Any]) -> ControlState:
             raise ControlLogError(f"epoch {epoch}: keep_probability {p} outside [0, 1]")
         keep[str(body["target"])] = p
     # MIGRATION_STEP: an epoch of its own (workers act on it), no routing change for the router.
-    if state.max_workers is not None and num_workers > state.max_workers:
+    if max_workers is not None and num_workers > max_workers:
         raise ControlLogError(
-            f"epoch {epoch}: {num_workers} workers exceed the {state.max_workers} routed partitions"
+            f"epoch {epoch}: {num_workers} workers exceed the {max_workers} routed partitions"
         )
     if num_workers < 1:
         raise ControlLogError(f"epoch {epoch}: num_workers must be >= 1, got {num_workers}")
     # a pinned key keeps its worker across SCALE; pins equal to the (new) hash home drop out
     table = RoutingTable(num_workers, entries, epoch)
-    digests = dict(state.digests)
+    if etype == "TABLE_SNAPSHOT":
+        digests = {}  # a snapshot starts a new history: readers that begin here know no older epoch
+    else:
+        digests = {e: d for e, d in state.digests.items() if e > epoch - DIGEST_WINDOW}
     digests[epoch] = digest
     return replace(
         state,
@@ -177,9 +203,45 @@ def apply_event(state: ControlState, event: Mapping[str, Any]) -> ControlState:
         num_workers=num_workers,
         table=table,
         keep_probability=keep,
+        max_workers=max_workers,
         digests=digests,
         started=True,
     )
+
+
+def unknown_duplicate(epoch: int, at: int) -> str:
+    """Why a duplicate of an epoch whose content is no longer kept is refused."""
+    return (
+        f"duplicate epoch {epoch} (state at {at}) from before the last snapshot or the last "
+        f"{DIGEST_WINDOW} epochs, whose content is not kept; cannot tell a re-send from a conflict"
+    )
+
+
+def snapshot_max_workers(epoch: int, body: Mapping[str, Any], max_workers: int | None) -> int | None:
+    """The routed partitions after a snapshot: the ones it records (0: unknown, keep the reader's).
+
+    A snapshot that records a count different from what the reader knows means the routed topic
+    changed under the log (partitions are fixed for the life of a deployment): refuse it.
+    """
+    recorded = int(body.get("routed_partitions", 0) or 0)
+    if recorded < 0:
+        raise ControlLogError(f"epoch {epoch}: routed_partitions must be >= 0, got {recorded}")
+    if recorded == 0:
+        return max_workers
+    if max_workers is not None and recorded != max_workers:
+        raise ControlLogError(
+            f"epoch {epoch}: the snapshot records {recorded} routed partitions, the reader has {max_workers}"
+        )
+    return recorded
+
+
+def is_base_snapshot(event: Mapping[str, Any]) -> bool:
+    """A ``TABLE_SNAPSHOT`` that records the routed partitions: a reader can start its fold there."""
+    if event.get("type") != "TABLE_SNAPSHOT":
+        return False
+    payload = event["payload"]
+    body = payload[1] if isinstance(payload, tuple) else payload
+    return int(body.get("routed_partitions", 0) or 0) > 0
 
 
 def fold(state: ControlState, events: Iterable[Mapping[str, Any]]) -> ControlState:
@@ -221,10 +283,12 @@ def routing_update(
 
 
 def table_snapshot(state: ControlState) -> tuple[str, dict]:
+    """The whole state as one event; it records the routed partitions (0 when the state has none)."""
     return "TABLE_SNAPSHOT", {
         "num_workers": state.num_workers,
         "table": {k.decode("utf-8"): w for k, w in state.table.items()},
         "keep_probability": dict(state.keep_probability),
+        "routed_partitions": state.max_workers or 0,
     }
 
 

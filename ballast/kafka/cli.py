@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ballast.console import add_command, print_table
-from ballast.kafka.admin import describe_topics, ensure_topics, make_admin
+from ballast.kafka.admin import describe_topics, make_admin
 from ballast.kafka.connection import ConnectionSettings
 from ballast.kafka.topics import LayoutSettings, TopicLayout, find_conflicts
 from ballast.settings import Settings, setting
@@ -22,14 +22,18 @@ class TopicsSettings(Settings):
 
 
 def cmd_topics_create(args: argparse.Namespace) -> int:
-    layout = LayoutSettings.from_args(args).layout()
+    from ballast.control.deployment import create_deployment
+
+    layout_settings = LayoutSettings.from_args(args)
+    layout = layout_settings.layout()
     replication = TopicsSettings.from_args(args).replication
     kafka = ConnectionSettings.from_args(args).checked_kafka_config("ballast-cli")
     rf = "the broker's default" if replication == -1 else str(replication)
     print(f"topics of prefix {layout.prefix!r} on {kafka.bootstrap_servers} (replication: {rf})")
-    result = ensure_topics(make_admin(kafka), layout.specs(), replication=replication)
-    for name, what in result.items():
+    created = create_deployment(kafka, layout, layout_settings.active_workers, replication=replication)
+    for name, what in created.topics.items():
         print(f"{what:8} {name}")
+    print(f"{created.genesis_status:8} genesis of {layout.name('control')} ({created.genesis.describe()})")
     return 0
 
 
@@ -107,9 +111,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add ``topics`` to the ``ballast`` command."""
     topics = add_command(sub, "topics", "Ballast's topics")
     topics_sub = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
-    create = add_command(topics_sub, "create", "create missing topics; refuse conflicting ones (idempotent)")
+    create = add_command(
+        topics_sub,
+        "create",
+        "create missing topics and the control log's genesis; refuse conflicting ones (idempotent)",
+        "Create missing topics and verify existing ones, then write the control log's genesis (epoch 0: "
+        "the routed partitions and --active-workers) unless it has one. Idempotent; a topic or a genesis "
+        "that contradicts the flags is an error and nothing is changed.",
+    )
     ConnectionSettings.add_arguments(create)
-    LayoutSettings.add_arguments(create, only=("prefix", "workers", "input_partitions"))
+    LayoutSettings.add_arguments(create, only=("prefix", "workers", "input_partitions", "active_workers"))
     TopicsSettings.add_arguments(create)
     create.set_defaults(func=cmd_topics_create)
     lst = add_command(

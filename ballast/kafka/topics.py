@@ -116,7 +116,10 @@ class LayoutSettings(Settings):
     )
     input_partitions: int = setting(4, "partitions of the input topic", minimum=1)
     active_workers: int = setting(
-        0, "active workers at epoch 0, before any control event (0: all routed partitions)", minimum=0
+        0,
+        "active workers at epoch 0: `topics create` records it in the control log's genesis (0: all "
+        "routed partitions); elsewhere a non-zero value must match the genesis (0: take it from the log)",
+        minimum=0,
     )
 
     def __post_init__(self) -> None:

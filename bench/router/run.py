@@ -25,6 +25,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ballast.avro.codec import AvroCodec
 from ballast.avro.wire import INPUT_HEADER, encode_input_body
+from ballast.control.deployment import create_deployment
 from ballast.devstack.stack import start_stack, stop_stack
 from ballast.kafka.admin import ensure_topics, make_admin
 from ballast.kafka.clients import produce_all
@@ -153,13 +154,13 @@ def bare(kafka: KafkaConfig, src: str, dst: str, n: int, eos: bool) -> float:
     return n / elapsed
 
 
-def router_layout(admin, prefix: str) -> TopicLayout:
-    """A deployment of its own per router run (topic names come only from a layout); the routed
-    topic stamps LogAppendTime, which the latency phase reads."""
+def router_layout(kafka: KafkaConfig, admin, prefix: str) -> TopicLayout:
+    """A deployment of its own per router run (topic names come only from a layout, epoch 0 from
+    its control log's genesis); the routed topic stamps LogAppendTime, which the latency phase reads."""
     layout = TopicLayout(prefix=prefix, workers=8, input_partitions=4)
     specs = layout.specs()
     specs["routed"] = TopicSpec("routed", layout.name("routed"), 8, APPEND_TIME)
-    ensure_topics(admin, specs)
+    create_deployment(kafka, layout, specs=specs, admin=admin, issuer="bench-router")
     return layout
 
 
@@ -266,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         paced_n = min(n, int(args.paced_rate * args.paced_seconds))
         for mode, eos in (("at_least_once", False), ("exactly_once", True)):
             tag = "eos" if eos else "alo"
-            routed = router_layout(admin, f"bench-{tag}")
+            routed = router_layout(kafka, admin, f"bench-{tag}")
             # best of `repeats` alternating runs each: the machine is shared and noisy
             b = r = 0.0
             for attempt in range(1, args.repeats + 1):
@@ -282,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                     p_src, p_dst = f"bench.paced-{tag}-bare-in", f"bench.paced-{tag}-bare-out"
                     ensure_topics(admin, [TopicSpec("x", p_src, 4), TopicSpec("x", p_dst, 8, APPEND_TIME)])
                 else:
-                    paced = router_layout(admin, f"bench-paced-{tag}")
+                    paced = router_layout(kafka, admin, f"bench-paced-{tag}")
                     p_src, p_dst = paced.name("input"), paced.name("routed")
                 log(f"{mode}: {loop} latency, {paced_n:,} records at {args.paced_rate:,.0f}/s")
                 feeder = paced_producer(kafka, p_src, paced_n, args.keys, args.paced_rate)

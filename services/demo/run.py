@@ -2,7 +2,8 @@
 
 It runs the part of Ballast that exists, live:
 
-1. creates Ballast's topics (under a fresh prefix) and writes Zipf-skewed Avro input events;
+1. creates Ballast's topics (under a fresh prefix) and the control log's genesis (epoch 0), and
+   writes Zipf-skewed Avro input events;
 2. runs the **router** (exactly-once) on the first half: every key follows Kafka's hash, and the
    router publishes per-worker counts and heavy hitters to the metrics topic;
 3. plans a routing table from those metrics with the controller's planning round (Mixed planner)
@@ -28,10 +29,10 @@ from pathlib import Path
 from typing import Protocol
 
 from ballast.avro.codec import AvroCodec
+from ballast.control.deployment import create_deployment
 from ballast.control.log import ControlLogWriter
-from ballast.control.state import initial_state, routing_update
+from ballast.control.state import routing_update
 from ballast.devstack.stack import StackSettings, running_stack, start_stack, stop_stack
-from ballast.kafka.admin import ensure_topics, make_admin
 from ballast.kafka.clients import make_producer, produce_all
 from ballast.kafka.config import KafkaConfig
 from ballast.kafka.connection import ConnectionSettings
@@ -98,8 +99,10 @@ def _run_pipeline(
     layout = TopicLayout(
         prefix=prefix, workers=layout_settings.workers, input_partitions=layout_settings.input_partitions
     )
-    ensure_topics(make_admin(cfg), layout.specs())
+    active = layout_settings.active_workers
+    created = create_deployment(cfg, layout, active, issuer="ballast-demo")
     progress.status(f"topics created: {', '.join(s.name for s in layout.specs().values())}")
+    progress.status(f"control log genesis, {created.genesis.describe()}")
     report = DemoReport(
         bootstrap=cfg.bootstrap_servers,
         routed_topic=layout.name("routed"),
@@ -120,12 +123,11 @@ def _run_pipeline(
         commit_interval_ms=300,
         heavy_hitters_top=demo.tracked_keys,
     )
-    active = layout_settings.active_workers
     with RouterThread(Router.connect(settings, layout, cfg, active_workers=active)) as live:
         live.wait_offered(half, "routing the first half (epoch 0: Kafka's hash)")
         time.sleep(2.5)  # let at least one more statistics interval (1 s) reach the metrics topic
         progress.status(f"router routed {live.totals.routed:,} records under epoch 0 (Kafka's murmur2 only)")
-        report.plan = _rebalance(cfg, layout, active, demo.theta, progress)
+        report.plan = _rebalance(cfg, layout, demo.theta, progress)
         wait_until(lambda: live.epoch >= report.plan.epoch, 60, "the router applying the new epoch")
         _produce(cfg, layout.name("input"), events[half:], progress, "producing the second half")
         live.wait_offered(len(events), "routing the second half (epoch 1: Mixed table)")
@@ -198,17 +200,16 @@ class RouterThread:
         wait_until(done, 120, what, describe=lambda: f"{self.totals.offered:,} of {offered:,} offered")
 
 
-def _rebalance(
-    cfg: KafkaConfig, layout: TopicLayout, active_workers: int, theta: float, progress: DemoProgress
-) -> PlanSummary:
+def _rebalance(cfg: KafkaConfig, layout: TopicLayout, theta: float, progress: DemoProgress) -> PlanSummary:
     """The controller's planning round, once: router load from the metrics topic -> Mixed plan -> epoch."""
-    initial = initial_state(layout.workers, active_workers)
-    # the hash spreads keys over the active workers only; the routers count per routed partition
-    load = read_router_load(cfg, layout.name("metrics"), initial.num_workers)
-    plan = plan_from_load(load, initial.num_workers, theta)
-    assign = {k.decode(): w for k, w in plan.table.items()}
-    writer = ControlLogWriter(cfg, layout.name("control"), initial, issuer="ballast-demo")
+    writer = ControlLogWriter(cfg, layout.name("control"), issuer="ballast-demo")
     try:
+        # the hash spreads keys over the active workers only (the log's, from its genesis on); the
+        # routers count per routed partition
+        workers = writer.current_state().num_workers
+        load = read_router_load(cfg, layout.name("metrics"), workers)
+        plan = plan_from_load(load, workers, theta)
+        assign = {k.decode(): w for k, w in plan.table.items()}
         event = writer.send(*routing_update(assign, reason="demo: Mixed plan from router heavy hitters"))
     finally:
         writer.close()

@@ -6,8 +6,9 @@ connection (``--bootstrap``, ``--state-dir``), the topic layout (``--prefix``, `
 
 Why the broker check comes first: without it a router pointed at nothing retries for tens of
 seconds and logs hundreds of librdkafka lines; with it, it exits within seconds with one line.
-Errors the user can act on (``BrokerUnreachable``, ``SettingsError``, ``TopicMissingError``)
-propagate to ``ballast``'s main, which prints them as that one line.
+Errors the user can act on (``BrokerUnreachable``, ``SettingsError``, ``TopicMissingError``, and
+``GenesisMissingError`` / ``GenesisConflictError`` when the control log has no genesis or the flags
+contradict it) propagate to ``ballast``'s main, which prints them as that one line.
 
 Why SIGTERM only sets a flag: the loop checks it between batches, finishes (commits) the open
 transaction and closes the consumer, so a stop never leaves a half-written interval behind.

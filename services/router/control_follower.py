@@ -1,7 +1,8 @@
 """ControlFollower: the router's view of the control log (fold at start, then non-blocking polls).
 
-Why the router folds the *whole* log before routing anything: a record routed under a stale table
-would land in the wrong partition with no marker to tell a worker so. Afterwards it polls before
+Why the router folds the log to its end before routing anything (from the latest snapshot, see
+:mod:`ballast.control.log`): a record routed under a stale table would land in the wrong partition
+with no marker to tell a worker so. Afterwards it polls before
 every batch without waiting; the loop decides when the new epochs take effect (at a transaction
 boundary), so this object only reports them.
 """

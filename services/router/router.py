@@ -35,6 +35,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 
 from ballast.avro.wire import DATA_PREFIX, INPUT_HEADER, LOW14, BodyError, scan_input_body, uvarint, zigzag
+from ballast.control.genesis import check_router
 from ballast.control.log import ControlLogReader
 from ballast.control.state import ControlState, initial_state
 from ballast.kafka.admin import make_admin, partition_count
@@ -125,23 +126,34 @@ class Router:
     def connect(
         cls, settings: RouterSettings, layout: TopicLayout, kafka: KafkaConfig, active_workers: int = 0
     ) -> Router:
-        """A router with real Kafka clients: waits for the routed topic, builds the control reader
-        (epoch 0 = hash over ``active_workers``, 0: all routed partitions), the producer
+        """A router with real Kafka clients: waits for the routed topic, checks the flags against the
+        control log's genesis, builds the control reader (epoch 0 comes from the log), the producer
         (transactional, fenced by ``init_transactions``, in exactly-once mode) and the consumer.
 
-        Raises :class:`~ballast.kafka.admin.TopicMissingError` when the routed topic does not exist.
+        ``layout.workers`` must equal the routed partitions the genesis records (and the routed
+        topic's), and a non-zero ``active_workers`` the genesis's active workers; otherwise
+        :class:`~ballast.control.genesis.GenesisConflictError`, and
+        :class:`~ballast.control.genesis.GenesisMissingError` for a log without genesis. These are
+        checked before the producer exists, so a misconfigured instance never fences a running one.
+        Raises :class:`~ballast.kafka.admin.TopicMissingError` when a topic does not exist.
         """
         rid = settings.router_id
         admin = make_admin(kafka)
-        routed = partition_count(admin, layout.name("routed"))
-        partition_count(admin, layout.name("control"))  # it must exist: one clear error, not a stall
-        if routed != layout.workers:
-            log.warning(
-                "router %s: %s has %d partitions, the layout says %d workers; routing over %d",
-                rid, layout.name("routed"), routed, layout.workers, routed,
-            )  # fmt: skip
-        control = ControlLogReader(kafka, layout.name("control"), initial_state(routed, active_workers))
+        routed_topic, control_topic = layout.name("routed"), layout.name("control")
+        routed = partition_count(admin, routed_topic)
+        partition_count(admin, control_topic)  # it must exist: one clear error, not a stall
+        # the reader expects the routed topic's partitions; the fold refuses a log recorded for others
+        control = ControlLogReader(kafka, control_topic, initial_state(routed))
         try:
+            check_router(
+                control.genesis(),
+                control_topic,
+                layout.prefix,
+                layout.workers,
+                routed_topic,
+                routed,
+                active_workers,
+            )
             deliveries = DeliveryTracker()
             pconf: dict[str, Any] = {"client.id": f"{rid}-producer"}
             if settings.exactly_once:

@@ -65,8 +65,18 @@ def test_stack_lifecycle_and_topics(tmp_path):
         # topics: no address needed, the CLI reads it from the state folder
         first = ballast("topics", "create", "--workers", "4", "--state-dir", state).stdout
         assert "created  ballast.routed" in first
+        genesis = "genesis of ballast.control (epoch 0: 4 routed partitions, 4 active workers)"
+        assert f"written  {genesis}" in first.splitlines()
         second = ballast("topics", "create", "--workers", "4", "--state-dir", state).stdout
         assert "exists   ballast.routed" in second and "created" not in second
+        assert f"exists   {genesis}" in second.splitlines()
+        other = ballast(
+            "topics", "create", "--workers", "4", "--active-workers", "2", "--state-dir", state, check=False
+        )
+        assert other.returncode == 2 and lines_of(other)[-1] == (
+            "error: control log ballast.control: its genesis (epoch 0: 4 routed partitions, 4 active "
+            "workers) contradicts --active-workers 2 (nothing was changed; 0 keeps the recorded value)"
+        )
         clash = ballast("topics", "create", "--workers", "6", "--state-dir", state, check=False)
         assert clash.returncode == 2
         assert clash.stderr.startswith("error: existing topics contradict Ballast's layout")
@@ -137,9 +147,32 @@ def test_control_send_refuses_a_bad_worker_in_one_line(bootstrap, unique):
 
     good = ballast("control", "send", "--assign", "k=3", "--reason", "hot", *conn)
     assert json.loads(good.stdout)["epoch"] == 1 and lines_of(good) == [good.stdout.strip()]
-    shown = ballast("control", "show", *conn).stdout.splitlines()
-    assert json.loads(shown[0])["payload"]["assign"] == {"k": 3}
-    assert json.loads(shown[-1])["epoch"] == 1
+    shown = [json.loads(line) for line in ballast("control", "show", *conn).stdout.splitlines()]
+    genesis, update, folded = shown
+    assert (genesis["epoch"], genesis["type"], genesis["payload"]["routed_partitions"]) == (
+        0,
+        "TABLE_SNAPSHOT",
+        4,
+    )
+    assert update["payload"]["assign"] == {"k": 3}
+    assert (folded["epoch"], folded["num_workers"], folded["table_size"]) == (1, 4, 1)
+
+
+def test_control_commands_refuse_a_log_without_genesis(bootstrap, admin, unique):
+    from ballast.kafka.admin import ensure_topics
+    from ballast.kafka.topics import TopicLayout
+
+    prefix = unique("cli-nogen")
+    ensure_topics(admin, TopicLayout(prefix=prefix, workers=4).specs())  # by hand: no genesis
+    conn = ("--bootstrap", bootstrap, "--prefix", prefix)
+    for command in (["control", "show"], ["control", "send", "--scale", "2"]):
+        done = ballast(*command, *conn, check=False)
+        assert done.returncode == 1 and lines_of(done) == [
+            f"error: control log {prefix}.control has no genesis (the TABLE_SNAPSHOT that records epoch 0): "
+            "run `ballast topics create` to write it"
+        ]
+    ballast("topics", "create", "--workers", "4", *conn)
+    assert json.loads(ballast("control", "send", "--scale", "2", *conn).stdout)["epoch"] == 1
 
 
 NO_BROKER_COMMANDS = {

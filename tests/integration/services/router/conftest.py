@@ -20,9 +20,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ballast.avro.codec import AvroCodec
+from ballast.control.deployment import create_deployment
 from ballast.control.log import ControlLogWriter
 from ballast.control.state import apply_event, initial_state
-from ballast.kafka.admin import ensure_topics
 from ballast.kafka.clients import make_producer, produce_all
 from ballast.kafka.config import KafkaConfig
 from ballast.kafka.reading import read_topic
@@ -54,13 +54,14 @@ class RouterKit:
     def __init__(self, kafka: KafkaConfig, admin: Any, prefix: str) -> None:
         self.kafka = kafka
         self.layout = TopicLayout(prefix=prefix, workers=WORKERS, input_partitions=4)
-        ensure_topics(admin, self.layout.specs())
+        created = create_deployment(kafka, self.layout, admin=admin, issuer="router-tests")
         self.prefix = prefix
         self.input = self.layout.name("input")
         self.routed = self.layout.name("routed")
         self.codec = AvroCodec("io.ballast.InputEvent")
         self.envelope = AvroCodec("io.ballast.RoutedEnvelope")
-        self.states = {0: initial_state(WORKERS)}
+        self.states = {0: initial_state(WORKERS)}  # the genesis: every routed partition active
+        assert (created.genesis.routed_partitions, created.genesis.active_workers) == (WORKERS, WORKERS)
         self.writer: ControlLogWriter | None = None
         self.threads: list[tuple[Router, threading.Thread]] = []
         self.procs: list[subprocess.Popen] = []

@@ -93,3 +93,52 @@ def test_scale_keeps_every_pin_and_drops_pins_equal_to_the_new_hash():
     assert all(s.table.route(k.encode()) == w for k, w in pins.items())
     assert all(w != kafka_partition(k, 3) for k, w in s.table.items())
     assert len(s.table) < len(pins)  # some pins equal the 3-worker hash: no entry needed
+
+
+def genesis(routed: int, active: int = 0) -> dict:
+    body = {"num_workers": active or routed, "table": {}, "routed_partitions": routed}
+    return ev(0, ("TABLE_SNAPSHOT", body))
+
+
+def test_the_genesis_is_epoch_0_and_sets_the_routed_partitions():
+    """The log's first event states epoch 0: whatever the reader assumed is replaced by it."""
+    for assumed in (cl.ControlState(num_workers=1), cl.initial_state(8), cl.initial_state(8, 2)):
+        s = cl.apply_event(assumed, genesis(8, 4))
+        assert (s.epoch, s.num_workers, s.max_workers, s.started, len(s.table)) == (0, 4, 8, True, 0)
+        assert cl.apply_event(s, genesis(8, 4)) is s  # an identical second genesis is a re-send
+        with pytest.raises(cl.ControlLogError, match="different content"):
+            cl.apply_event(s, genesis(8, 6))
+        s = cl.apply_event(s, ev(1, cl.scale(8)))  # epochs are dense from 1 after it
+        with pytest.raises(cl.ControlLogError, match="exceed the 8 routed partitions"):
+            cl.apply_event(s, ev(2, cl.scale(9)))
+    # a reader that knows the routed topic refuses a log recorded for another one
+    with pytest.raises(cl.ControlLogError, match="records 6 routed partitions, the reader has 8"):
+        cl.apply_event(cl.initial_state(8), genesis(6))
+
+
+def test_table_snapshot_records_the_routed_partitions():
+    s = cl.fold(cl.initial_state(8), [genesis(8), ev(1, cl.routing_update({"a": 3}))])
+    kind, body = cl.table_snapshot(s)
+    assert body["routed_partitions"] == 8
+    assert cl.is_base_snapshot(ev(2, (kind, body))) and cl.is_base_snapshot(genesis(3))
+    assert not cl.is_base_snapshot(ev(2, cl.table_snapshot(cl.ControlState(num_workers=2))))
+    assert not cl.is_base_snapshot(ev(2, cl.scale(2)))
+
+
+def test_a_snapshot_written_before_routed_partitions_existed_still_decodes():
+    """Records of the previous ControlEvent schema read with routed_partitions = 0 (unknown)."""
+    import json
+
+    from ballast.avro.codec import SchemaVersion
+    from ballast.paths import SCHEMAS_DIR
+
+    old_file = SCHEMAS_DIR / "previous" / "control_event.v1.avsc"
+    old = SchemaVersion.from_json(json.loads(old_file.read_text()))
+    assert old.fingerprint != AvroCodec(cl.CONTROL_SCHEMA).schema.fingerprint
+    # every process knows the previous version without registering it itself
+    assert AvroCodec(cl.CONTROL_SCHEMA).store.by_fingerprint(old.fingerprint) is not None
+    body = {"num_workers": 2, "table": {"x": 1}, "keep_probability": {}}
+    data = AvroCodec(old).encode(ev(5, ("TABLE_SNAPSHOT", body)))
+    decoded = AvroCodec(cl.CONTROL_SCHEMA).decode(data)
+    assert decoded["payload"] == ("io.ballast.TableSnapshot", {**body, "routed_partitions": 0})
+    assert not cl.is_base_snapshot(decoded)

@@ -1,0 +1,123 @@
+"""The reader's time limit is on lack of progress, not on total time (a scripted consumer, no broker).
+
+A consumer that stops delivering below the end makes ``read_to_end`` fail after ``timeout`` without
+a new offset; one that delivers slowly but steadily is read to its end, however long that takes.
+The backward search for the latest snapshot is checked on the same scripted log.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import confluent_kafka
+import pytest
+
+from ballast.avro.codec import AvroCodec
+from ballast.control import log as control_log
+from ballast.control import state as cs
+from ballast.control.genesis import genesis_snapshot
+from ballast.control.log import ControlLogReader
+from ballast.kafka.config import KafkaConfig
+
+
+@dataclass
+class Msg:
+    _offset: int
+    _value: bytes
+
+    def error(self):
+        return None
+
+    def offset(self) -> int:
+        return self._offset
+
+    def value(self) -> bytes:
+        return self._value
+
+    def topic(self) -> str:
+        return "c"
+
+    def partition(self) -> int:
+        return 0
+
+
+class ScriptedLog:
+    """A one-partition log of committed records; delivers one record per ``every`` seconds and
+    nothing at or after ``stall_at``."""
+
+    def __init__(self, events: list[dict], every: float = 0.0, stall_at: int | None = None) -> None:
+        codec = AvroCodec(cs.CONTROL_SCHEMA)
+        self.values = [codec.encode(e) for e in events]
+        self.every = every
+        self.stall_at = len(self.values) if stall_at is None else stall_at
+        self.next = 0
+        self.reads: list[int] = []  # first offset of every assign: where reads start
+
+    def __call__(self, conf: dict) -> ScriptedLog:  # stands in for confluent_kafka.Consumer
+        return self
+
+    def assign(self, tps) -> None:
+        self.next = tps[0].offset
+        self.reads.append(self.next)
+
+    def get_watermark_offsets(self, tp, timeout=None, cached=False) -> tuple[int, int]:
+        return 0, len(self.values)
+
+    def position(self, tps):
+        return [confluent_kafka.TopicPartition("c", 0, self.next)]
+
+    def consume(self, n: int, timeout: float) -> list[Msg]:
+        if self.next >= self.stall_at:
+            time.sleep(timeout)
+            return []
+        time.sleep(self.every)
+        msg = Msg(self.next, self.values[self.next])
+        self.next += 1
+        return [msg]
+
+    def close(self) -> None:
+        pass
+
+
+def log_of(n: int, snapshot_at: int | None = None) -> list[dict]:
+    events = [cs.make_event(0, *genesis_snapshot(4), issued_at=0)]
+    state = cs.apply_event(cs.initial_state(4), events[0])
+    for e in range(1, n):
+        kind = cs.table_snapshot(state) if e == snapshot_at else cs.routing_update({f"k{e}": e % 4})
+        events.append(cs.make_event(e, *kind, issued_at=0))
+        state = cs.apply_event(state, events[-1])
+    return events
+
+
+def reader_on(monkeypatch, scripted: ScriptedLog, **kw) -> ControlLogReader:
+    monkeypatch.setattr(confluent_kafka, "Consumer", scripted)
+    return ControlLogReader(KafkaConfig(bootstrap_servers="scripted:1"), "c", cs.initial_state(4), **kw)
+
+
+def test_a_reader_that_stops_moving_fails_after_the_timeout(monkeypatch):
+    reader = reader_on(monkeypatch, ScriptedLog(log_of(50), stall_at=30), start_offset=0)
+    start = time.monotonic()
+    with pytest.raises(cs.ControlLogError, match=r"no progress for 0\.5 s at offset 30 \(reading to 50\)"):
+        reader.read_to_end(timeout=0.5)
+    assert 0.5 <= time.monotonic() - start < 2.0
+    assert reader.state.epoch == 29  # everything before the stall was folded
+
+
+def test_a_slow_but_steady_reader_is_not_cut_off(monkeypatch):
+    reader = reader_on(monkeypatch, ScriptedLog(log_of(40), every=0.03), start_offset=0)
+    start = time.monotonic()
+    reader.read_to_end(timeout=0.3)  # 40 records x 30 ms: four times the timeout in total
+    assert time.monotonic() - start > 1.0
+    assert reader.state.epoch == 39
+
+
+def test_the_latest_snapshot_is_found_reading_backwards(monkeypatch):
+    monkeypatch.setattr(control_log, "SCAN_CHUNK", 8)
+    scripted = ScriptedLog(log_of(100, snapshot_at=37))
+    reader = reader_on(monkeypatch, scripted)
+    folded = reader.read_to_end()
+    assert [e["epoch"] for e in folded] == list(range(37, 100))
+    # chunks of 8, 16, 32, 64 offsets from the end: [92, 100), [76, 92), [44, 76), [0, 44); then the fold
+    assert scripted.reads == [92, 76, 44, 0, 37]
+    assert reader.state == cs.fold(cs.initial_state(4), log_of(100, snapshot_at=37))
