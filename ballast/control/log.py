@@ -11,7 +11,7 @@ Why the reader starts at the latest snapshot: the control topic is kept forever,
 from offset 0 makes every restart slower than the last. The reader finds the latest
 ``TABLE_SNAPSHOT`` that records the routed partitions by reading the log *backwards* in chunks
 (1,024 offsets, doubling; only the type of each record is read, :mod:`ballast.control.peek`),
-folds from there with the mutable :class:`~ballast.control.builder.StateBuilder`, and gives up
+folds from there with the mutable :class:`~ballast.control.state.StateBuilder`, and gives up
 only when it makes no progress for ``timeout`` seconds, not after a fixed total. The writer appends
 a snapshot every :data:`SNAPSHOT_EVERY` epochs, so a restart folds at most that many events.
 """
@@ -25,7 +25,6 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from ballast.avro.codec import AvroCodec
-from ballast.control.builder import StateBuilder
 from ballast.control.genesis import (
     Genesis,
     GenesisMissingError,
@@ -38,6 +37,7 @@ from ballast.control.state import (
     CONTROL_SCHEMA,
     ControlLogError,
     ControlState,
+    StateBuilder,
     apply_event,
     initial_state,
     is_base_snapshot,

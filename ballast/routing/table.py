@@ -66,7 +66,7 @@ class RoutingTable(Mapping[bytes, int]):
         """A table over ``entries`` that already satisfy the invariant (in range, none equal to
         the hash home), without re-hashing every key; the table takes ``entries`` over.
 
-        Why: the control fold's :class:`~ballast.control.builder.StateBuilder` keeps its entries
+        Why: the control fold's :class:`~ballast.control.state.StateBuilder` keeps its entries
         clean incrementally, and re-validating a 10,000-key table costs tens of milliseconds each
         time it hands out a state. Everyone else uses the validating constructor.
         """

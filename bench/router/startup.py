@@ -44,12 +44,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import FOREVER, ROOT
 
 from ballast.avro.codec import AvroCodec
-from ballast.control.builder import StateBuilder
 from ballast.control.deployment import create_deployment
 from ballast.control.log import SNAPSHOT_EVERY, ControlLogReader, writer_transactional_id
 from ballast.control.state import (
     CONTROL_SCHEMA,
     ControlState,
+    StateBuilder,
     apply_event,
     initial_state,
     make_event,
