@@ -19,11 +19,12 @@ from ballast.kafka.config import KafkaConfig
 FOLDER_MARKS = {"unit": "unit", "integration": "integration", "e2e": "e2e", "docker": "docker"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest's own -m filter, which reads these marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         parts = Path(str(item.fspath)).parts
         for folder, mark in FOLDER_MARKS.items():
-            if folder in parts and mark not in item.keywords:
+            if folder in parts and item.get_closest_marker(mark) is None:
                 item.add_marker(getattr(pytest.mark, mark))
 
 
