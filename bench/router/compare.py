@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 DRIVER = r"""
-import importlib.util, json, sys, uuid
+import importlib.util, inspect, json, sys, uuid
 tree, bootstrap, src, n, eos = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] == "eos"
 sys.path.insert(0, tree)
 spec = importlib.util.spec_from_file_location("bench_router_run", f"{tree}/bench/router/run.py")
@@ -43,7 +43,10 @@ tag = uuid.uuid4().hex[:8]
 bare_out = f"cmp-bare-{tag}"
 ensure_topics(admin, [TopicSpec("x", bare_out, 8, run.APPEND_TIME)])
 b = run.bare(kafka, src, bare_out, n, eos)
-layout = run.router_layout(admin, f"cmp-{tag}")
+# each checkout's own deployment step (newer ones also write the control log's genesis)
+params = inspect.signature(run.router_layout).parameters
+args = (kafka, admin) if "kafka" in params else (admin,)
+layout = run.router_layout(*args, f"cmp-{tag}")
 rt = run.routed_run(kafka, layout, n, eos, src)
 print(json.dumps({"bare": b, "router": rt}))
 """
