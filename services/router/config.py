@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import socket
 from dataclasses import dataclass
 
@@ -35,7 +36,7 @@ class RouterSettings(Settings):
     router_id: str = setting(
         "",
         "instance id: transactional.id, group.instance.id, markers' router_id (empty: "
-        "router-<host>-<pid>, unique per process; give a stable one so a restart reclaims its "
+        "router-<host>-<pid>-<4 hex>, unique per instance; give a stable one so a restart reclaims its "
         "partitions and fences its zombie)",
     )
     input_topics: tuple[str, ...] = setting(
@@ -81,7 +82,9 @@ class RouterSettings(Settings):
         5, "calls per commit step on retriable errors (the failed call is resumed, not restarted)"
     )
     control_timeout_s: float = setting(
-        30.0, "longest wait for the control log to reach an epoch an earlier owner committed"
+        30.0,
+        "longest wait reading the control log: without progress at start, in total to reach an "
+        "epoch an earlier owner of a partition committed",
     )
     shed_seed: int = setting(0, "seed of the shedding sampler (0: random)")
     log_level: str = setting("info", "log level of the router process", choices=LOG_LEVELS)
@@ -91,9 +94,10 @@ class RouterSettings(Settings):
             topics = tuple(t.strip() for t in self.input_topics.split(",") if t.strip())
             object.__setattr__(self, "input_topics", topics)
         if not self.router_id:
-            # unique per process: two routers started with defaults must not share the
+            # unique per instance: two routers started with defaults must not share the
             # transactional.id / group.instance.id and fence each other
-            object.__setattr__(self, "router_id", f"router-{_host_token()}-{os.getpid()}")
+            unique = f"router-{_host_token()}-{os.getpid()}-{secrets.token_hex(2)}"
+            object.__setattr__(self, "router_id", unique)
         if any(c in self.router_id for c in " /"):
             raise ValueError(f"router_id must be a non-empty token, got {self.router_id!r}")
         self.format_options()  # validates input_format and string_key

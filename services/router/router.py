@@ -210,7 +210,7 @@ class Router:
         if self._started:
             return
         self._started = True
-        self._apply(self.control.start(), initial=True)
+        self._apply(self.control.start(self.settings.control_timeout_s), initial=True)
         cp = self.checkpoint
         self.consumer.subscribe(
             list(self.input_topics), on_assign=cp.on_assign, on_revoke=cp.on_revoke, on_lost=cp.on_lost

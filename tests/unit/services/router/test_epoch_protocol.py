@@ -6,11 +6,14 @@ transactions dropped) and judges it with the schema-level checker of tests/suppo
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from ballast.control.state import make_event, routing_update
 from services.router.checkpoint import Checkpoint
+from services.router.config import RouterSettings
 from services.router.metrics import RouterMetrics
 from tests.support import frontier
 from tests.support.router_fakes import (
@@ -159,3 +162,13 @@ def test_a_commit_that_timed_out_is_resumed_not_restarted():
     assert producer.calls == ["begin", "send_offsets", "commit:failed", "commit:failed", "commit"]
     assert consumer.group_offsets[("in", 0)] == 9 and not cp.in_txn
     assert cp.metrics.totals.commit_retries == 2
+
+
+def test_routers_started_with_defaults_get_distinct_instance_ids():
+    """The old default, ``router-0`` for every instance, gave two routers one transactional.id
+    and one group.instance.id: each start fenced the other."""
+    a, b = RouterSettings(), RouterSettings()
+    assert a.router_id != b.router_id
+    assert a.transactional_id != b.transactional_id
+    assert str(os.getpid()) in a.router_id
+    assert RouterSettings(router_id="r7").router_id == "r7"  # a given id stays stable
