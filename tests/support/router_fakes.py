@@ -229,7 +229,9 @@ def make_router(
 ) -> Router:
     """The production router over the fakes; ``settings`` override :class:`RouterSettings` fields."""
     consumer = ScriptedConsumer(committed, metadata)
-    base: dict[str, Any] = dict(router_id="r-test", exactly_once=exactly_once, stats_interval_s=3600)
+    base: dict[str, Any] = dict(
+        router_id="r-test", exactly_once=exactly_once, stats_interval_s=3600, input_topics=("in",)
+    )
     return Router(
         RouterSettings(**(base | settings)),
         LAYOUT,
