@@ -46,13 +46,7 @@ class ControlFollower:
     def poll(self) -> list[int]:
         """Epochs folded since the last call, in order (empty: nothing new); never blocks."""
         before = self.state.epoch
-        try:
-            events = self.reader.poll(0)
-        except Exception as exc:
-            raise RouterError(f"control log: {exc}") from exc
-        if not events:
-            return []
-        self.state = self.reader.state
+        events = self._read(0)
         return [epoch for epoch in (int(e["epoch"]) for e in events) if epoch > before]
 
     def catch_up(self, epoch: int, timeout: float) -> ControlState:
@@ -62,7 +56,7 @@ class ControlFollower:
             return self.state
 
         def reached() -> bool:
-            self.poll_blocking()
+            self._read(0.2)
             return self.state.epoch >= epoch
 
         try:
@@ -77,12 +71,14 @@ class ControlFollower:
             ) from None
         return self.state
 
-    def poll_blocking(self, timeout: float = 0.2) -> None:
+    def _read(self, timeout: float) -> list[dict]:
+        """Fold what the reader has (waiting up to ``timeout``); a broken log stops the router."""
         try:
-            self.reader.poll(timeout)
+            events = self.reader.poll(timeout)
         except Exception as exc:
             raise RouterError(f"control log: {exc}") from exc
         self.state = self.reader.state
+        return events
 
     def close(self) -> None:
         self.reader.close()
