@@ -64,6 +64,7 @@ class IntervalStats:
         self.open = _Counts(partitions)
         self.closed = _Counts(partitions)
         self._published = False  # a rendered record waits in the open transaction
+        self._pending_end = now_ms  # interval_end of that record: where the next interval starts
 
     def add_batch(
         self,
