@@ -23,6 +23,7 @@ from processor_cases import (
 
 from spark_jobs.processors.aggregate import WindowAggregate
 from spark_jobs.processors.interface import KeyRecords
+from spark_jobs.processors.last_values import LastValues
 from spark_jobs.processors.window_stats import WindowStats
 from spark_jobs.processors.windows import WindowSpec
 from tests.support.reduce_reference import expected_aggregates
@@ -103,11 +104,13 @@ def test_codec_round_trip(spec, pairs):
     assert len(data) == 3 + 16 + 8 + 40 * len(state)
 
 
-def test_decode_refuses_other_windows_and_damage():
+def test_decode_refuses_other_windows_other_processors_and_damage():
     agg = WindowAggregate(WindowSpec(10))
     data = agg.encode(agg.process("k", KeyRecords([1, 12], [1.0, 2.0]), agg.init()))
     with pytest.raises(ValueError, match="written for windows"):
         WindowAggregate(WindowSpec(10, 5)).decode(data)
+    with pytest.raises(ValueError, match="not a last_values state"):
+        LastValues(3, WindowSpec(10)).decode(data)
     for bad in (data[:-1], data + b"\0", data[:2], data[:10]):
         with pytest.raises(ValueError):
             agg.decode(bad)

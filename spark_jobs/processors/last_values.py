@@ -1,0 +1,141 @@
+"""The last n values per key and window, in input order: the order-dependent (non-mergeable) processor.
+
+Why it cannot merge: which values are "last" depends on the order of *all* of a key's records. A
+state built from the records after a move does not know how many records before the move it must
+push out, so the engine has to buffer those records and replay them onto the old state instead.
+
+Each window also reports count, sum, min, max and mean over all of its records (not only the last
+n), with the same statistics code as the aggregate, so a result is useful on its own.
+"""
+
+from __future__ import annotations
+
+import operator
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from spark_jobs.processors.interface import KeyRecords, Processor, WindowResult
+from spark_jobs.processors.window_stats import WindowStats
+from spark_jobs.processors.windows import WindowSpec
+
+_HEADER = struct.Struct("<2sBQ")  # tag, version, n
+_TAG = b"lv"
+_VERSION = 1
+
+
+@dataclass(frozen=True, eq=False)
+class LastValuesState:
+    """Statistics per window, and ``tail``: each window's last ``min(count, n)`` values.
+
+    ``tail`` holds the windows one after the other in the order of ``stats.starts``, each oldest
+    first. Why flat and not an (windows x n) matrix: no padding to store or ship, and the length of
+    each window's run follows from its count.
+    """
+
+    stats: WindowStats
+    tail: np.ndarray  # float64
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LastValuesState):
+            return NotImplemented
+        return self.stats == other.stats and np.array_equal(self.tail, other.tail)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class LastValues(Processor[LastValuesState]):
+    """Per key and window: the last ``n`` values (oldest first) plus statistics over all records."""
+
+    name = "last_values"
+    mergeable = False
+
+    def __init__(self, n: int, windows: WindowSpec) -> None:
+        if isinstance(n, bool) or operator.index(n) <= 0:
+            raise ValueError(f"n must be a positive int, got {n!r}")
+        self.n = operator.index(n)
+        self.windows = windows
+
+    def __repr__(self) -> str:
+        return f"LastValues(n={self.n}, {self.windows})"
+
+    def init(self) -> LastValuesState:
+        return LastValuesState(WindowStats.empty(), np.empty(0, dtype=np.float64))
+
+    def process(self, key: str, records: KeyRecords, state: LastValuesState) -> LastValuesState:
+        """Fold the batch: statistics as the aggregate does, and a new tail per window.
+
+        The tail is recomputed over the held tail rows followed by the batch's (record, window)
+        rows, stable-sorted by window: a row is kept when the row ``n`` places further on belongs
+        to another window (or there is none), i.e. when fewer than ``n`` rows of its window follow.
+        """
+        if not len(records):
+            return state
+        index, starts = self.windows.assign(records.event_time)
+        values = records.value[index]
+        held = state.stats
+        rows_start = np.concatenate((np.repeat(held.starts, np.minimum(held.count, self.n)), starts))
+        rows_value = np.concatenate((state.tail, values))
+        order = np.argsort(rows_start, kind="stable")
+        sorted_start = rows_start[order]
+        keep = np.ones(sorted_start.size, dtype=bool)
+        n = self.n
+        if sorted_start.size > n:
+            np.not_equal(sorted_start[:-n], sorted_start[n:], out=keep[:-n])
+        return LastValuesState(held.fold(starts, values), rows_value[order][keep])
+
+    def emit(
+        self, key: str, state: LastValuesState, watermark_ms: int
+    ) -> tuple[list[WindowResult], LastValuesState]:
+        due = state.stats.due(watermark_ms, self.windows)
+        if not due:
+            return [], state
+        runs = np.minimum(state.stats.count[:due], self.n)
+        bounds = np.cumsum(runs)
+        cut = int(bounds[-1])
+        emitted = state.tail[:cut].tolist()
+        starts_at = [0, *bounds[:-1].tolist()]
+        values = [tuple(emitted[a:b]) for a, b in zip(starts_at, bounds.tolist(), strict=True)]
+        results = state.stats.head(due).results(key, self.windows, values)
+        return results, LastValuesState(state.stats.tail(due), state.tail[cut:])
+
+    def next_due(self, state: LastValuesState) -> int | None:
+        stats = state.stats
+        return int(stats.starts[0]) + self.windows.size_ms if len(stats) else None
+
+    def is_empty(self, state: LastValuesState) -> bool:
+        return not len(state.stats)
+
+    def encode(self, state: LastValuesState) -> bytes:
+        """Tag, version and n, the window spec, the statistics, then the tail values raw."""
+        return b"".join(
+            (
+                _HEADER.pack(_TAG, _VERSION, self.n),
+                self.windows.pack(),
+                state.stats.to_bytes(),
+                state.tail.astype("<f8", copy=False).tobytes(),
+            )
+        )
+
+    def decode(self, data: bytes | memoryview) -> LastValuesState:
+        if len(data) < _HEADER.size:
+            raise ValueError(f"last_values state: {len(data)} bytes is shorter than the header")
+        tag, version, n = _HEADER.unpack_from(data, 0)
+        if tag != _TAG:
+            raise ValueError(f"not a last_values state (tag {tag!r})")
+        if version != _VERSION:
+            raise ValueError(f"last_values state: unknown encoding version {version}")
+        if n != self.n:
+            raise ValueError(f"last_values state was written for n={n}, not n={self.n}")
+        windows, offset = WindowSpec.unpack(data, _HEADER.size)
+        if windows != self.windows:
+            raise ValueError(f"last_values state was written for windows {windows}, not {self.windows}")
+        stats, offset = WindowStats.from_bytes(data, offset)
+        length = int(np.minimum(stats.count, n).sum())
+        if len(data) != offset + 8 * length:
+            raise ValueError(
+                f"last_values state: {length} tail values need {offset + 8 * length} bytes, got {len(data)}"
+            )
+        tail = np.frombuffer(data, dtype="<f8", count=length, offset=offset).astype(np.float64, copy=False)
+        return LastValuesState(stats, tail)
