@@ -5,11 +5,8 @@ mins and maxes take the min and max), so a key's state can be split at a move an
 without replaying records; see :mod:`spark_jobs.processors.window_stats` for the one caveat, float
 rounding of sums.
 
-Sliding windows go through panes (see :meth:`WindowSpec.pane_start`): a batch is first reduced
-per slide-long pane, then each pane's statistics are spread over the ``size / slide`` windows that
-hold it, so the cost grows with the number of records plus panes, not records times windows. A
-sliding window's sum is then added pane by pane, one more reason it matches a one-pass sum
-exactly only for dyadic values.
+Sliding windows go through panes (:meth:`WindowStats.add`), so a sliding window's sum is added
+pane by pane: one more reason it matches a one-pass sum exactly only for dyadic values.
 """
 
 from __future__ import annotations
@@ -43,10 +40,7 @@ class WindowAggregate(Processor[WindowStats]):
     def process(self, key: str, records: KeyRecords, state: WindowStats) -> WindowStats:
         if not len(records):
             return state
-        panes = self.windows.pane_start(records.event_time)
-        if self.windows.tumbling:  # a pane is a window
-            return state.fold(panes, records.value)
-        return state.spread(WindowStats.empty().fold(panes, records.value), self.windows)
+        return state.add(self.windows.pane_start(records.event_time), records.value, self.windows)
 
     def merge(self, earlier: WindowStats, later: WindowStats) -> WindowStats:
         return earlier.then(later)

@@ -66,24 +66,26 @@ class LastValues(Processor[LastValuesState]):
     def process(self, key: str, records: KeyRecords, state: LastValuesState) -> LastValuesState:
         """Fold the batch: statistics as the aggregate does, and a new tail per window.
 
-        The tail is recomputed over the held tail rows followed by the batch's (record, window)
-        rows, stable-sorted by window: a row is kept when the row ``n`` places further on belongs
-        to another window (or there is none), i.e. when fewer than ``n`` rows of its window follow.
+        The tail is the last ``n`` of the held tail rows followed by the batch's (record, window)
+        rows, per window. Why a pane filter first: a record among its window's last ``n`` is
+        among its pane's last ``n`` too (its pane is part of the window), so with many records
+        per pane only those candidates need copying into ``size / slide`` windows.
         """
         if not len(records):
             return state
-        index, starts = self.windows.assign(records.event_time)
-        values = records.value[index]
-        held = state.stats
-        rows_start = np.concatenate((np.repeat(held.starts, np.minimum(held.count, self.n)), starts))
-        rows_value = np.concatenate((state.tail, values))
-        order = np.argsort(rows_start, kind="stable")
-        sorted_start = rows_start[order]
-        keep = np.ones(sorted_start.size, dtype=bool)
-        n = self.n
-        if sorted_start.size > n:
-            np.not_equal(sorted_start[:-n], sorted_start[n:], out=keep[:-n])
-        return LastValuesState(held.fold(starts, values), rows_value[order][keep])
+        n, held = self.n, state.stats
+        panes = self.windows.pane_start(records.event_time)
+        stats = held.add(panes, records.value, self.windows)
+        values = records.value
+        if len(records) > n:
+            candidates = _last_n(panes, n)
+            if candidates.size < panes.size:
+                candidates.sort()  # back to input order
+                panes, values = panes[candidates], values[candidates]
+        index, starts = self.windows.assign(panes)  # a pane start lies in its record's windows
+        rows_start = np.concatenate((np.repeat(held.starts, np.minimum(held.count, n)), starts))
+        rows_value = np.concatenate((state.tail, values[index]))
+        return LastValuesState(stats, rows_value[_last_n(rows_start, n)])
 
     def emit(
         self, key: str, state: LastValuesState, watermark_ms: int
@@ -139,3 +141,18 @@ class LastValues(Processor[LastValuesState]):
             )
         tail = np.frombuffer(data, dtype="<f8", count=length, offset=offset).astype(np.float64, copy=False)
         return LastValuesState(stats, tail)
+
+
+def _last_n(groups: np.ndarray, n: int) -> np.ndarray:
+    """Indices of the last ``n`` rows of each group, group by group (ascending), input order within.
+
+    A stable sort by group keeps input order within a group; a sorted row is among its group's
+    last ``n`` when the row ``n`` places further on is in another group, or there is none.
+    """
+    order = np.argsort(groups, kind="stable")
+    if order.size <= n:
+        return order
+    ordered = groups[order]
+    keep = np.ones(order.size, dtype=bool)
+    np.not_equal(ordered[:-n], ordered[n:], out=keep[:-n])
+    return order[keep]

@@ -66,11 +66,22 @@ class WindowStats:
 
     __hash__ = None  # type: ignore[assignment]
 
-    def fold(self, starts: np.ndarray, values: np.ndarray) -> WindowStats:
-        """These statistics followed by one record per (start, value) pair, pairs in input order."""
-        if starts.size == 0:
+    def add(self, panes: np.ndarray, values: np.ndarray, windows: WindowSpec) -> WindowStats:
+        """These statistics followed by records, each given by its pane start and value, in input order.
+
+        Tumbling windows are their own panes. Sliding windows first reduce the records per pane and
+        then spread each pane over the ``size / slide`` windows that hold it (see
+        :meth:`WindowSpec.pane_start`), so the cost grows with records plus panes, not records
+        times windows; a sliding window's sum is then added pane by pane.
+        """
+        if panes.size == 0:
             return self
-        return self._append(starts, np.ones(starts.size, dtype=np.int64), values, values, values)
+        ones = np.ones(panes.size, dtype=np.int64)
+        if windows.tumbling:
+            return self._append(panes, ones, values, values, values)
+        batch = _reduce(panes, ones, values, values, values)
+        index, starts = windows.assign(batch.starts)
+        return self._append(starts, batch.count[index], batch.sum[index], batch.min[index], batch.max[index])
 
     def then(self, later: WindowStats) -> WindowStats:
         """These statistics followed by ``later``'s (the merge of two partial states)."""
@@ -79,17 +90,6 @@ class WindowStats:
         if not len(self):
             return later
         return self._append(later.starts, later.count, later.sum, later.min, later.max)
-
-    def spread(self, panes: WindowStats, windows: WindowSpec) -> WindowStats:
-        """These statistics followed by ``panes`` (statistics per slide-long pane) spread over windows.
-
-        Each pane's statistics count in every window that holds the pane; see
-        :meth:`WindowSpec.pane_start` for why a sliding aggregate goes through panes.
-        """
-        if not len(panes):
-            return self
-        index, starts = windows.assign(panes.starts)
-        return self._append(starts, panes.count[index], panes.sum[index], panes.min[index], panes.max[index])
 
     def _append(
         self, starts: np.ndarray, count: np.ndarray, total: np.ndarray, low: np.ndarray, high: np.ndarray
