@@ -79,7 +79,8 @@ class WindowStats:
         ones = np.ones(panes.size, dtype=np.int64)
         if windows.tumbling:
             return self._append(panes, ones, values, values, values)
-        batch = _reduce(panes, ones, values, values, values)
+        rows = (panes, ones, values, values, values)
+        batch = WindowStats(*rows) if panes.size == 1 else _reduce(*rows)  # one row: reduced already
         index, starts = windows.assign(batch.starts)
         return self._append(starts, batch.count[index], batch.sum[index], batch.min[index], batch.max[index])
 
