@@ -6,7 +6,8 @@ the same way, so the exactness argument below is made once.
 
 Why arrays and a single grouped reduce: a key holds a handful of open windows but may receive
 thousands of records in a micro-batch. Folding is "concatenate the held rows and the new rows,
-stable-sort by window start, reduce each run of equal starts", a fixed number of numpy calls
+stable-sort by window start, reduce each run of equal starts" (with sliding windows the new
+records are reduced per pane first, see :meth:`WindowStats.add`), a fixed number of numpy calls
 whatever the batch size. Merging two partial states is the same reduce over both states' rows, so
 ``process`` and ``merge`` cannot drift apart.
 
