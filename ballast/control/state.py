@@ -361,6 +361,16 @@ class StateBuilder:
         self._entries = {k: w for k, w in self._entries.items() if w != kafka_partition(k, n)}
         self.num_workers = n
 
+    def route(self, key: bytes) -> int:
+        """``F(k)`` at the builder's epoch, without freezing a state (the reduce job's ownership
+        view asks this before and after every event for the keys the event names)."""
+        worker = self._entries.get(key)
+        return kafka_partition(key, self.num_workers) if worker is None else worker
+
+    def pinned(self) -> frozenset[bytes]:
+        """The keys with a table entry at the builder's epoch."""
+        return frozenset(self._entries)
+
     def state(self) -> ControlState:
         """The folded state, frozen (cached until the next event changes it)."""
         if self._frozen is None:
