@@ -1,0 +1,1 @@
+"""The stateful reduce: per-worker keyed state that follows the routing table (docs/reduce.md)."""
