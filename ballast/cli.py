@@ -65,8 +65,12 @@ def _service_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
     from ballast.devstack import cli as devstack_cli
     from ballast.kafka import cli as topics_cli
     from services.router import cli as router_cli
+    from spark_jobs.reduce import cli as reduce_cli
 
-    return [devstack_cli.register, topics_cli.register, control_cli.register, router_cli.register]
+    return [
+        devstack_cli.register, topics_cli.register, control_cli.register, router_cli.register,
+        reduce_cli.register,
+    ]
 
 
 def exit_code(exc: BaseException) -> int | None:

@@ -1,0 +1,149 @@
+"""The reduce query: routed topic -> decode -> one group per worker -> stateful step -> Kafka.
+
+Why the shape:
+
+- **Decode in the JVM.** ``from_avro`` turns the routed envelopes into columns before the Python
+  workers see them, so no Python call is made per record; a value without Ballast's envelope
+  header, or one Avro cannot read, becomes a ``BAD`` row the worker dead-letters.
+- **Group by worker label.** Each routed partition's rows carry its worker's label
+  (:mod:`spark_jobs.reduce.placement`), so worker w's state lives in Spark state partition w and
+  the router's placement survives the shuffle.
+- **Watermark without late-row filtering.** ``withWatermark`` is declared on the event time, then
+  that column is projected away before the stateful operator. Spark still advances the query's
+  watermark (and fires event-time timers) from it, but does not drop late rows silently: the
+  worker sees them and sends them to the dead-letter topic.
+- **One sink.** Every output row names its topic (and a chunk its partition), so one Kafka sink
+  writes results, chunks, dead letters and stats, and the stateful operator runs once per batch.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ballast.avro.codec import HEADER_LEN, default_store
+from ballast.paths import SCHEMAS_DIR
+from spark_jobs.reduce.engine import BAD, CHUNK, DATA, MARKER
+from spark_jobs.reduce.outputs import OUTPUT_SCHEMA
+from spark_jobs.reduce.stateful import JobSpec, WorkerProcessor
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+SPARK_CONF = {
+    "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
+    # a commit writes the batch's changes, not a full RocksDB checkpoint copy, every micro-batch
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    # the Arrow batches of one worker's rows; larger than Spark's 10,000 default for big batches
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
+}
+
+
+def routed_rows(spark, spec: JobSpec, watermark_delay: str, max_offsets: int = 0):
+    """The routed topic as engine rows (see :mod:`spark_jobs.reduce.engine` for the columns)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro
+
+    header = default_store().current("io.ballast.RoutedEnvelope").header
+    schema = json.dumps(json.loads((SCHEMAS_DIR / "routed_envelope.avsc").read_text()))
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", spec.bootstrap)
+        .option("subscribe", spec.topics["routed"])
+        .option("startingOffsets", "earliest")
+        .option("kafka.isolation.level", "read_committed")
+        .option("failOnDataLoss", "true")
+    )
+    if max_offsets:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
+    raw = reader.load()
+    header_ok = F.substring("value", 1, HEADER_LEN) == F.lit(header)
+    env = F.when(
+        header_ok, from_avro(F.expr(f"substring(value, {HEADER_LEN + 1})"), schema, {"mode": "PERMISSIVE"})
+    )
+    body = raw.select(
+        "partition",
+        "offset",
+        "timestamp",
+        F.col("value").alias("raw"),
+        header_ok.alias("header_ok"),
+        env.alias("env"),
+    )
+    d, m, c = F.col("env.body.member0"), F.col("env.body.member1"), F.col("env.body.member2")
+    kind = (
+        F.when(d.isNotNull(), F.lit(DATA))
+        .when(m.isNotNull(), F.lit(MARKER))
+        .when(c.isNotNull(), F.lit(CHUNK))
+        .otherwise(F.lit(BAD))
+    )
+    labels = F.array(*[F.lit(int(x)) for x in spec.labels])
+    rows = body.select(
+        F.element_at(labels, F.col("partition") + 1).alias("label"),
+        F.col("offset"),
+        F.expr("unix_millis(timestamp)").alias("timestamp"),
+        kind.cast("int").alias("kind"),
+        F.coalesce(d["key"], c["key"]).alias("key"),
+        d["value"].alias("value"),
+        F.coalesce(d["event_time"], F.timestamp_millis(F.lit(0))).alias("wm_time"),
+        F.coalesce(F.unix_millis(d["event_time"]), F.lit(0)).alias("event_time"),
+        F.coalesce(d["epoch"], m["epoch"], c["epoch"], F.lit(-1)).alias("epoch"),
+        F.transform(
+            m["covers"], lambda x: F.concat(x["topic"], F.lit(":"), x["partition"].cast("string"))
+        ).alias("covers"),
+        m["worker"].alias("marker_worker"),
+        c["from_worker"].alias("chunk_from"),
+        c["to_worker"].alias("chunk_to"),
+        c["chunk_index"].alias("chunk_index"),
+        c["chunk_count"].alias("chunk_count"),
+        c["state"].alias("chunk_state"),
+        c["job"].alias("chunk_job"),
+        F.col("raw"),
+        F.when(~F.col("header_ok"), F.lit("not a RoutedEnvelope (unknown header)"))
+        .when(F.col("env").isNull(), F.lit("Avro decoding failed"))
+        .alias("error"),
+    )
+    return rows.withWatermark("wm_time", watermark_delay).drop("wm_time")
+
+
+def headers_column():
+    """Dead letters carry the reason and where the record was, as the router's do."""
+    from pyspark.sql import functions as F
+
+    def header(name: str, value):
+        return F.struct(F.lit(name).alias("key"), F.encode(value.cast("string"), "UTF-8").alias("value"))
+
+    return F.when(
+        F.col("reason").isNotNull(),
+        F.array(
+            header("ballast.error.reason", F.col("reason")),
+            header("ballast.error.detail", F.col("detail")),
+            header("ballast.source.topic", F.col("source_topic")),
+            header("ballast.source.partition", F.col("source_partition")),
+            header("ballast.source.offset", F.col("source_offset")),
+        ),
+    )
+
+
+def build_query(
+    spark, spec: JobSpec, checkpoint: str, *, watermark_delay: str, trigger: str, max_offsets: int = 0
+):
+    """Start the streaming query (returns the ``StreamingQuery``)."""
+    from pyspark.sql import functions as F
+
+    rows = routed_rows(spark, spec, watermark_delay, max_offsets)
+    out = rows.groupBy("label").transformWithStateInPandas(
+        statefulProcessor=WorkerProcessor(spec),
+        outputStructType=OUTPUT_SCHEMA,
+        outputMode="Update",
+        timeMode="EventTime",
+    )
+    out = out.withColumn("source_topic", F.lit(spec.topics["routed"]))
+    sink = out.select("topic", "partition", "key", "value", headers_column().alias("headers"))
+    return (
+        sink.writeStream.format("kafka")
+        .queryName(spec.job)
+        .option("kafka.bootstrap.servers", spec.bootstrap)
+        .option("kafka.acks", "all")
+        .option("kafka.enable.idempotence", "true")
+        .option("checkpointLocation", checkpoint)
+        .outputMode("update")
+        .trigger(processingTime=trigger)
+        .start()
+    )
