@@ -39,6 +39,12 @@ class ReduceSettings(Settings):
     max_offsets_per_trigger: int = setting(0, "cap on routed records per micro-batch (0: no cap)", minimum=0)
     bins: int = setting(64, "state bins per worker (one Spark state entry each)", minimum=1)
     chunk_bytes: int = setting(512 * 1024, "largest piece of a state chunk record", minimum=1024)
+    record_cost_us: float = setting(
+        0.0,
+        "simulated work per record at the stateful step, in µs (benchmarks: a sleep per key, so "
+        "the worker tasks of one batch run side by side even on 2 cores)",
+        minimum=0.0,
+    )
     master: str = setting("", "Spark master URL (empty: local[--local-cores])")
     local_cores: int = setting(2, "task slots of the local master", minimum=1)
     control_timeout_s: float = setting(60.0, "how long a worker waits for a control epoch its data names")

@@ -82,6 +82,7 @@ class WorkerConfig:
     bins: int = 64
     chunk_bytes: int = 512 * 1024
     heavy_keys: int = 5
+    record_cost_s: float = 0.0  # simulated work per record, paid where the key's state lives (benchmarks)
 
 
 @dataclass(frozen=True)
@@ -322,6 +323,8 @@ class WorkerStep:
                     self._take(key, int(s), KeyRecords(times[sel], values[sel]), now_ms - stamps[sel])
 
     def _take(self, key: str, start: int, records: KeyRecords, latency: np.ndarray) -> None:
+        if self.config.record_cost_s:
+            time.sleep(len(records) * self.config.record_cost_s)  # one sleep per key, not per record
         slot = self._slot(key)
         run = slot.runs.get(start)
         if run is None:

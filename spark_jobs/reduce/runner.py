@@ -49,6 +49,7 @@ def job_spec(
         bins=settings.bins,
         chunk_bytes=settings.chunk_bytes,
         control_timeout_s=settings.control_timeout_s,
+        record_cost_us=settings.record_cost_us,
     )
 
 

@@ -37,6 +37,7 @@ class JobSpec:
     bins: int = 64
     chunk_bytes: int = 512 * 1024
     control_timeout_s: float = 60.0
+    record_cost_us: float = 0.0
 
 
 class _MapStateBins:
@@ -97,7 +98,12 @@ class WorkerProcessor(StatefulProcessor):
                 known = max(known, int(frame["epoch"].to_numpy()[valid].max()))
         view = self.log.ensure(known, self.spec.control_timeout_s)
         config = WorkerConfig(
-            worker, self.spec.input_partitions, self.spec.job, self.spec.bins, self.spec.chunk_bytes
+            worker,
+            self.spec.input_partitions,
+            self.spec.job,
+            self.spec.bins,
+            self.spec.chunk_bytes,
+            record_cost_s=self.spec.record_cost_us / 1e6,
         )
         step = WorkerStep(config, self.processor, view, _MapStateBins(self.bins), meta)
         result = step.run(frame, max(int(watermark_ms), 0))
