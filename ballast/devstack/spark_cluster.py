@@ -34,6 +34,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,6 @@ from ballast.devstack.stack import (
     StackError,
     StackState,
     _quiet,
-    _tail,
     _Ticker,
     pid_alive,
     stop_pid,
@@ -58,8 +58,10 @@ WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 HOST = "127.0.0.1"
 
 # What every daemon reads from its --properties-file (in the state folder, so its command line names
-# the folder). The REST submission server would listen on one more port that nothing here uses.
-DAEMON_PROPERTIES = {"spark.master.rest.enabled": "false"}
+# the folder). The REST submission server would listen on one more port that nothing here uses. A
+# port taken meanwhile must fail the start (naming the log), not move the daemon to port+1, where
+# the recorded state, and the workers looking for the master, would not find it.
+DAEMON_PROPERTIES = {"spark.master.rest.enabled": "false", "spark.port.maxRetries": "0"}
 
 
 @dataclass(frozen=True)
@@ -197,13 +199,13 @@ def _daemon_env(spark: SparkState, settings: SparkSettings, java: str) -> dict[s
     return env
 
 
-def _spawn(main: str, args: list[str], log: str, env: dict[str, str], cwd: Path) -> int:
+def _spawn(main: str, args: list[str], log: str, env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
     cwd.mkdir(parents=True, exist_ok=True)
     cmd = [str(spark_home() / "bin" / "spark-class"), main, *args]
     with open(log, "ab") as out:
         # A new session: the cluster outlives `ballast stack up` and ignores the caller's Ctrl-C.
         # spark-class ends in `exec java`, so this pid is the daemon's JVM.
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             cmd,
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -212,17 +214,18 @@ def _spawn(main: str, args: list[str], log: str, env: dict[str, str], cwd: Path)
             cwd=cwd,
             start_new_session=True,
         )
-    return proc.pid
 
 
-def _start_master(spark: SparkState, env: dict[str, str]) -> int:
+def _start_master(spark: SparkState, env: dict[str, str]) -> subprocess.Popen[bytes]:
     m = spark.master
     args = ["--host", HOST, "--port", str(m.port), "--webui-port", str(m.ui_port)]
     args += ["--properties-file", spark.properties]
     return _spawn(MASTER_CLASS, args, m.log, env, Path(m.log).parent)
 
 
-def _start_worker(spark: SparkState, worker: SparkWorkerState, env: dict[str, str]) -> int:
+def _start_worker(
+    spark: SparkState, worker: SparkWorkerState, env: dict[str, str]
+) -> subprocess.Popen[bytes]:
     worker_dir = Path(worker.work_dir).parent
     args = ["--host", HOST, "--port", str(worker.port), "--webui-port", str(worker.ui_port)]
     args += ["--cores", str(spark.cores), "--memory", spark.memory, "--work-dir", worker.work_dir]
@@ -244,19 +247,43 @@ def master_json(ui: str, timeout: float = 2.0) -> dict[str, Any] | None:
         return None
 
 
+def _log_tail(log: str, lines: int = 15) -> str:
+    """The end of a daemon's log without Java stack frames, which bury the one line that says why."""
+    try:
+        text = Path(log).read_text(errors="replace").splitlines()[-300:]
+    except OSError:
+        return "(no log)"
+    kept = [line for line in text if not line.lstrip().startswith(("at ", "... "))]
+    return "\n".join(kept[-lines:])
+
+
 def _alive_ports(info: dict[str, Any]) -> set[int]:
     return {int(w["port"]) for w in info.get("workers", ()) if w.get("state") == "ALIVE"}
 
 
 def _wait(
-    spark: SparkState, marker: str, workers: bool, timeout: float, progress: Progress
+    spark: SparkState,
+    marker: str,
+    workers: bool,
+    timeout: float,
+    progress: Progress,
+    children: Mapping[str, subprocess.Popen[bytes]] | None = None,
 ) -> dict[str, Any]:
     """Until the master says ALIVE and, with ``workers``, every recorded worker registered ALIVE.
 
     A daemon that exits meanwhile fails the wait at once, naming its log: a worker that cannot start
     (a bad --spark-worker-memory, a taken port) exits within seconds, and waiting out the whole
-    timeout would only hide the reason.
+    timeout would only hide the reason. Daemons started by this call are watched through their
+    ``children`` handles, not :func:`pid_alive`: a process that is still in its exec shows an empty
+    command line for a moment, which the pid rule would take for "not ours".
     """
+    children = children or {}
+
+    def exited(name: str, pid: int | None) -> bool:
+        if name in children:
+            return children[name].poll() is not None
+        return pid is not None and not pid_alive(pid, marker)
+
     want = {w.port for w in spark.workers} if workers else set()
     what = f"{len(want)} Spark workers" if workers else f"the Spark master at {spark.master_url}"
     last = ["no answer"]
@@ -266,8 +293,8 @@ def _wait(
     def ready() -> dict[str, Any] | None:
         tick()
         for name, pid, log in spark.processes():
-            if pid is not None and not pid_alive(pid, marker):
-                raise StackError(f"Spark {name} exited while starting; see {log}:\n{_tail(log)}")
+            if exited(name, pid):
+                raise StackError(f"Spark {name} exited while starting; see {log}:\n{_log_tail(log)}")
         info = master_json(spark.master.ui)
         if info is None:
             last[0] = f"no answer from {spark.master.ui}/json/"
@@ -280,7 +307,7 @@ def _wait(
         return wait_until(ready, timeout, what, interval=0.5, describe=lambda: last[0])
     except WaitTimeout as exc:
         logs = [spark.master.log] + ([w.log for w in spark.workers] if workers else [])
-        tails = "\n".join(f"--- {log}\n{_tail(log)}" for log in logs)
+        tails = "\n".join(f"--- {log}\n{_log_tail(log)}" for log in logs)
         raise StackError(f"{exc}; see {', '.join(logs)}\n{tails}") from None
 
 
@@ -331,22 +358,39 @@ def start_spark(
     env = _daemon_env(spark, settings, java)
     state.spark = spark
     state.save()
+    children: dict[str, subprocess.Popen[bytes]] = {}
     try:
         progress(f"starting Spark master on {spark.master_url} (web UI {spark.master.ui})…")
-        spark.master.pid = _start_master(spark, env)
+        children["master"] = _start_master(spark, env)
+        spark.master.pid = children["master"].pid
         state.save()
-        _wait(spark, marker, False, timeout, progress)
+        _wait(spark, marker, False, timeout, progress, children)
         for w in spark.workers:
             progress(
                 f"starting Spark worker {w.worker_id} on {w.address} ({spark.cores} core(s), {spark.memory})…"
             )
-            w.pid = _start_worker(spark, w, env)
+            children[f"worker {w.worker_id}"] = _start_worker(spark, w, env)
+            w.pid = children[f"worker {w.worker_id}"].pid
         state.save()
-        _wait(spark, marker, True, timeout, progress)
+        _wait(spark, marker, True, timeout, progress, children)
     except BaseException:
-        stop_spark(state)
+        _stop_children(children)
+        stop_spark(state)  # and forget the pids
         raise
     return spark
+
+
+def _stop_children(children: Mapping[str, subprocess.Popen[bytes]]) -> None:
+    """Stop daemons this process just started, through their handles (see :func:`_wait` on why)."""
+    for child in children.values():
+        if child.poll() is None:
+            child.terminate()
+    for child in children.values():
+        try:
+            child.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
 
 
 def stop_spark(state: StackState) -> None:
