@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from ballast.console import UsageError, add_command, print_table, say
 from ballast.devstack.connect import count_lines, file_source_config, load_file, source_position
-from ballast.devstack.spark_cluster import SparkSettings, spark_running
+from ballast.devstack.spark_cluster import SparkSettings, spark_running, workers_text
 from ballast.devstack.stack import (
     StackError,
     StackSettings,
@@ -79,7 +79,7 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
     if up.connect:
         parts.append("Kafka Connect")
     if up.spark:
-        parts.append(f"Spark (master and {up.spark_workers} workers)")
+        parts.append(f"Spark (master and {workers_text(up.spark_workers)})")
     say(f"starting {', '.join(parts)} in {Path(state_dir).resolve()}")
     started = time.monotonic()
     state = start_stack(
@@ -108,7 +108,8 @@ def _print_services(state: StackState) -> None:
         print(f"Kafka Connect REST: {state.connect.url}")
     if state.spark and spark_running(state):
         spark = state.spark
-        print(f"Spark master: {spark.master_url} (web UI {spark.master.ui}, {len(spark.workers)} workers)")
+        workers = workers_text(len(spark.workers))
+        print(f"Spark master: {spark.master_url} (web UI {spark.master.ui}, {workers})")
 
 
 def cmd_stack_status(args: argparse.Namespace) -> int:

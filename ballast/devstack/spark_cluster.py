@@ -137,6 +137,11 @@ class SparkState:
         return cls(master=master, workers=workers, **raw)
 
 
+def workers_text(count: int, noun: str = "worker") -> str:
+    """``1 worker``, ``2 workers``: for progress lines and errors."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 # --- planning and launching ------------------------------------------------------------------------
 
 
@@ -273,7 +278,7 @@ def _wait(
 
     A daemon that exits meanwhile fails the wait at once, naming its log: a worker that cannot start
     (a bad --spark-worker-memory, a taken port) exits within seconds, and waiting out the whole
-    timeout would only hide the reason. Daemons started by this call are watched through their
+    timeout would only hide the reason. Daemons the caller has just started are watched through their
     ``children`` handles, not :func:`pid_alive`: a process that is still in its exec shows an empty
     command line for a moment, which the pid rule would take for "not ours".
     """
@@ -285,7 +290,7 @@ def _wait(
         return pid is not None and not pid_alive(pid, marker)
 
     want = {w.port for w in spark.workers} if workers else set()
-    what = f"{len(want)} Spark workers" if workers else f"the Spark master at {spark.master_url}"
+    what = workers_text(len(want), "Spark worker") if workers else f"the Spark master at {spark.master_url}"
     last = ["no answer"]
     progress(f"waiting for {what}…")
     tick = _Ticker(f"waiting for {what}", progress)
@@ -342,7 +347,7 @@ def start_spark(
         spark = state.spark
         if len(spark.workers) != workers:
             raise StackError(
-                f"{marker} runs a Spark cluster with {len(spark.workers)} workers; stop it "
+                f"{marker} runs a Spark cluster with {workers_text(len(spark.workers))}; stop it "
                 f"(`ballast stack down`) to start one with {workers}"
             )
         progress(f"Spark master already running at {spark.master_url} (pid {spark.master.pid})")

@@ -95,7 +95,7 @@ def test_stack_down_stops_every_spark_daemon(tmp_path):
     pids = [pid for _, pid, _ in state.spark.processes()]
     ports = [state.spark.master.port, *(w.port for w in state.spark.workers)]
     assert all(pid_alive(pid, state.state_dir) for pid in pids)
-    with pytest.raises(StackError, match="runs a Spark cluster with 1 workers"):
+    with pytest.raises(StackError, match="runs a Spark cluster with 1 worker;"):
         start_spark_cluster(tmp_path / "stack", workers=2)  # another size needs a `stack down` first
 
     done = _cli("stack", "down", "--state-dir", state.state_dir)
