@@ -7,6 +7,7 @@ setting (``--state-dir`` / ``BALLAST_STATE_DIR``, :mod:`ballast.settings`) whose
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -39,3 +40,16 @@ def classpath(name: str) -> str:
 def spark_jars() -> list[str]:
     """The connector jars Spark needs on top of pyspark's own (Kafka source/sink, Avro)."""
     return sorted(str(p) for p in jar_dir("spark").glob("*.jar"))
+
+
+def spark_home() -> Path:
+    """The installed pyspark folder, used as ``SPARK_HOME``.
+
+    The pip package carries Spark's launch scripts (``bin/spark-class``, ``bin/spark-submit``) and
+    every jar, so the local cluster and ``spark-submit`` need no separate Spark download. Found
+    without importing pyspark, so commands that only launch Spark do not pay for that import.
+    """
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise MissingJarsError("pyspark is not installed in this environment: run `make setup`")
+    return Path(spec.origin).parent

@@ -1,6 +1,8 @@
 """Shared fixtures: a real Kafka broker for the whole session, started with the same code as
 ``ballast stack up`` on free loopback ports in a temporary folder, plus factories for fresh topic
 names and clients (the Quix Streams pattern: uuid topics keep tests independent on one broker).
+Tests that need executors share one Spark standalone cluster (``spark_cluster``), started the same
+way on first use.
 
 Tests are marked by folder: tests/unit -> ``unit``, tests/integration -> ``integration``,
 tests/e2e -> ``e2e``, tests/docker -> ``docker`` (applied in ``pytest_collection_modifyitems``).
@@ -39,6 +41,26 @@ def kafka_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         yield state
     finally:
         stop_stack(state_dir)
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One Spark standalone master and two 1-core workers on loopback for the whole session.
+
+    Started only when a test asks for it (a JVM per daemon is too much to pay for every session),
+    with the same code as ``ballast stack up --spark`` but without brokers, and stopped at the end.
+    Yields the StackState; its ``spark`` holds the master URL, workers and logs.
+    """
+    from ballast.devstack.spark_cluster import SparkSettings, start_spark_cluster, stop_spark_cluster
+    from ballast.devstack.stack import StackSettings
+
+    state_dir = tmp_path_factory.mktemp("spark")
+    java = StackSettings.from_args().java  # BALLAST_JAVA, BALLAST_SPARK_WORKER_MEMORY …
+    state = start_spark_cluster(state_dir, workers=2, settings=SparkSettings.from_args(), java=java)
+    try:
+        yield state
+    finally:
+        stop_spark_cluster(state_dir)
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,9 @@
 """``ballast stack up|status|down`` and ``ballast connect load``: the local stack from the command line.
 
+``stack up --spark`` on a stack that already runs adds the Spark cluster to it (brokers and Connect
+are left as they are), the same way ``--connect`` adds a Connect worker: asking for more of a
+running stack is the common case, and nothing it already runs needs a restart for it.
+
 Why the library does not print: :func:`~ballast.devstack.stack.start_stack` reports progress
 through a callback; these commands turn it into stderr lines and print results on stdout.
 """
@@ -15,6 +19,7 @@ from typing import Any, ClassVar
 
 from ballast.console import UsageError, add_command, print_table, say
 from ballast.devstack.connect import count_lines, file_source_config, load_file, source_position
+from ballast.devstack.spark_cluster import SparkSettings, spark_running, workers_text
 from ballast.devstack.stack import (
     StackError,
     StackSettings,
@@ -49,7 +54,9 @@ class StackUpSettings(Settings):
     connect: bool = setting(False, "also start a Kafka Connect worker (distributed mode)")
     port: int = setting(0, "first broker port; more brokers use port+1, port+2 (0: free ports)", minimum=0)
     connect_port: int = setting(0, "Kafka Connect REST port (0: a free port)", minimum=0)
-    timeout: float = setting(180.0, "seconds to wait for the cluster (and Connect) to answer", minimum=1)
+    spark: bool = setting(False, "also start a Spark standalone master and workers (loopback)")
+    spark_workers: int = setting(2, "Spark workers started with --spark", minimum=1)
+    timeout: float = setting(180.0, "seconds to wait for brokers (and Connect, Spark) to answer", minimum=1)
 
 
 def _state_dir(args: argparse.Namespace) -> Path:
@@ -63,13 +70,17 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
     state = running_stack(state_dir)
     if state is not None and len(state.nodes) == up.brokers:
         connect_ok = state.connect is not None and pid_alive(state.connect.pid, state.state_dir)
-        if connect_ok or not up.connect:
+        spark_ok = spark_running(state) and len(state.spark.workers) == up.spark_workers  # type: ignore[union-attr]
+        if (connect_ok or not up.connect) and (spark_ok or not up.spark):
             print(f"stack already running at {state.bootstrap} (state {state.state_dir})")
-            if connect_ok:
-                print(f"Kafka Connect REST: {state.connect.url}")  # type: ignore[union-attr]
+            _print_services(state)
             return 0
-    what = f"{up.brokers} broker(s){' and Kafka Connect' if up.connect else ''}"
-    say(f"starting {what} in {Path(state_dir).resolve()}")
+    parts = [f"{up.brokers} broker(s)"]
+    if up.connect:
+        parts.append("Kafka Connect")
+    if up.spark:
+        parts.append(f"Spark (master and {workers_text(up.spark_workers)})")
+    say(f"starting {', '.join(parts)} in {Path(state_dir).resolve()}")
     started = time.monotonic()
     state = start_stack(
         state_dir,
@@ -80,13 +91,25 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
         timeout=up.timeout,
         settings=jvm,
         progress=say,
+        spark=up.spark,
+        spark_workers=up.spark_workers,
+        spark_settings=SparkSettings.from_args(args),
     )
     print(
         f"stack up in {time.monotonic() - started:.0f} s: bootstrap={state.bootstrap} state={state.state_dir}"
     )
-    if state.connect:
-        print(f"Kafka Connect REST: {state.connect.url}")
+    _print_services(state)
     return 0
+
+
+def _print_services(state: StackState) -> None:
+    """The addresses of what runs besides the brokers (those are on the line before)."""
+    if state.connect and pid_alive(state.connect.pid, state.state_dir):
+        print(f"Kafka Connect REST: {state.connect.url}")
+    if state.spark and spark_running(state):
+        spark = state.spark
+        workers = workers_text(len(spark.workers))
+        print(f"Spark master: {spark.master_url} (web UI {spark.master.ui}, {workers})")
 
 
 def cmd_stack_status(args: argparse.Namespace) -> int:
@@ -94,7 +117,7 @@ def cmd_stack_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(status, indent=2))
         return 0
-    print(f"Ballast stack in {status['state_dir']} (bootstrap {status['bootstrap']})")
+    print(f"Ballast stack in {status['state_dir']} (bootstrap {status['bootstrap'] or 'none: no brokers'})")
     rows = [
         [f"broker {n['node_id']}", f"127.0.0.1:{n['port']}", str(n["pid"]), str(n["running"]), n["log"]]
         for n in status["nodes"]  # type: ignore[attr-defined]
@@ -102,8 +125,31 @@ def cmd_stack_status(args: argparse.Namespace) -> int:
     if "connect" in status:
         c: Any = status["connect"]
         rows.append(["connect", c["url"], str(c["pid"]), str(c["running"]), c["log"]])
+    spark: Any = status.get("spark")
+    if spark:
+        rows += _spark_rows(spark)
     print_table(("process", "address", "pid", "running", "log"), rows)
+    if spark and spark["running"]:
+        print(
+            f"Spark web UI {spark['web_ui']}: "
+            f"{spark['alive_workers']} of {len(spark['workers'])} workers ALIVE"
+        )
     return 0
+
+
+def _spark_rows(spark: dict[str, Any]) -> list[list[str]]:
+    """Status rows of the Spark daemons; "running" also says what the master reports, since a
+    worker can run without being registered (yet)."""
+
+    def running(process: dict[str, Any], said: str | None) -> str:
+        return f"True ({said or 'no answer'})" if process["running"] else "False"
+
+    master = running(spark, spark["status"])
+    rows = [["spark master", spark["master_url"], str(spark["pid"]), master, spark["log"]]]
+    for w in spark["workers"]:
+        state = running(w, w["state"] or "not registered")
+        rows.append([f"spark worker {w['worker_id']}", w["address"], str(w["pid"]), state, w["log"]])
+    return rows
 
 
 def cmd_stack_down(args: argparse.Namespace) -> int:
@@ -178,15 +224,18 @@ def cmd_connect_load(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``stack`` and ``connect`` to the ``ballast`` command."""
     stack = add_command(
-        sub, "stack", "the local Kafka stack (KRaft brokers, Kafka Connect) as plain processes"
+        sub, "stack", "the local stack (KRaft brokers, Kafka Connect, Spark) as plain processes"
     )
     stack_sub = stack.add_subparsers(dest="action", required=True, metavar="ACTION")
     up = add_command(
-        stack_sub, "up", "format and start brokers (KRaft) and optionally Kafka Connect; a no-op when running"
+        stack_sub,
+        "up",
+        "start brokers (KRaft), optionally Kafka Connect and Spark; a running stack gets what it lacks",
     )
     ConnectionSettings.add_arguments(up, only=("state_dir",))
     StackUpSettings.add_arguments(up)
     StackSettings.add_arguments(up)
+    SparkSettings.add_arguments(up)
     up.set_defaults(func=cmd_stack_up)
     st = add_command(stack_sub, "status", "what runs, where, and the log files")
     ConnectionSettings.add_arguments(st, only=("state_dir",))

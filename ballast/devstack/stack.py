@@ -1,4 +1,4 @@
-"""The embedded local stack: Kafka brokers (KRaft) and a Kafka Connect worker as plain processes.
+"""The embedded local stack: Kafka brokers (KRaft), Kafka Connect and Spark as plain processes.
 
 Why our own launcher instead of Kafka's shell scripts: the broker comes from Maven as jars, not as a
 distribution, and tests need many short-lived clusters on free loopback ports, each in its own
@@ -7,7 +7,9 @@ fixture both call :func:`start_stack`, so what tests exercise is what users run.
 
 State lives in one folder (``stack.json`` plus per-node data and logs). ``down`` stops exactly the
 pids recorded there, after checking each pid still runs a command that names this folder, so a
-recycled pid is never signalled.
+recycled pid is never signalled. The optional Spark standalone cluster is managed by
+:mod:`ballast.devstack.spark_cluster` (it builds on this module's process helpers, so this module
+imports it only where it is used) and recorded in the same file.
 
 How the JVMs run (java executable, heaps) is a :class:`StackSettings`, passed in
 by the caller; nothing is read from the environment here. Long steps report what they do through
@@ -30,10 +32,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from string import Template
+from typing import TYPE_CHECKING
 
 from ballast.paths import DEPLOY_DIR, classpath
 from ballast.settings import Settings, setting
 from ballast.waiting import WaitTimeout, wait_until
+
+if TYPE_CHECKING:
+    from ballast.devstack.spark_cluster import SparkSettings, SparkState
 
 STATE_FILE = "stack.json"
 PROGRESS_EVERY = 5.0  # seconds between "still waiting" progress lines
@@ -49,7 +55,7 @@ def _quiet(_message: str) -> None:
 class StackSettings(Settings):
     """How the local stack starts its JVMs (``ballast stack up``)."""
 
-    java: str = setting("java", "the java executable that runs brokers and Connect")
+    java: str = setting("java", "the java executable that runs brokers, Connect and Spark")
     broker_heap: str = setting("768m", "heap of each broker JVM (-Xmx)")
     connect_heap: str = setting("512m", "heap of the Kafka Connect JVM (-Xmx)")
 
@@ -91,6 +97,7 @@ class StackState:
     cluster_id: str
     nodes: list[NodeState] = field(default_factory=list)
     connect: ConnectState | None = None
+    spark: SparkState | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -122,7 +129,12 @@ class StackState:
         raw = json.loads(path.read_text())
         nodes = [NodeState(**n) for n in raw.pop("nodes")]
         connect = raw.pop("connect")
-        return cls(nodes=nodes, connect=ConnectState(**connect) if connect else None, **raw)
+        spark = raw.pop("spark", None)  # absent in folders written before Spark was part of the stack
+        if spark:
+            from ballast.devstack.spark_cluster import SparkState
+
+            spark = SparkState.from_dict(spark)
+        return cls(nodes=nodes, connect=ConnectState(**connect) if connect else None, spark=spark, **raw)
 
 
 # --- ports and processes ------------------------------------------------------------------------
@@ -406,27 +418,31 @@ def start_stack(
     timeout: float = 180.0,
     settings: StackSettings | None = None,
     progress: Progress = _quiet,
+    spark: bool = False,
+    spark_workers: int = 2,
+    spark_settings: SparkSettings | None = None,
 ) -> StackState:
-    """Format (first time only) and start a KRaft cluster, optionally with Connect; idempotent.
+    """Format (first time only) and start a KRaft cluster, optionally with Connect and Spark; idempotent.
 
-    An existing, running stack in ``state_dir`` is reused; a recorded but stopped one is restarted
-    with its data. ``progress`` receives one line per step ("starting broker 1 on …").
+    An existing, running stack in ``state_dir`` is reused, and what it lacks of the request (Connect,
+    Spark) is added; a recorded but stopped one is restarted with its data. ``progress`` receives one
+    line per step ("starting broker 1 on …").
     """
     settings = settings or StackSettings()
     state_dir = Path(state_dir).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     try:
         state = StackState.load(state_dir)
-        if len(state.nodes) != brokers:
-            raise StackError(
-                f"{state_dir} holds a {len(state.nodes)}-broker stack; stop it and remove the folder "
-                f"(`ballast stack down --purge`) to start one with {brokers}"
-            )
-    except StackError as exc:
-        if "no stack recorded" not in str(exc):
-            raise
-        nodes = _plan_nodes(state_dir, brokers, ports)
-        state = StackState(state_dir=str(state_dir), cluster_id=_new_cluster_id(), nodes=nodes)
+    except StackError:  # nothing recorded yet
+        state = StackState(state_dir=str(state_dir), cluster_id="")
+    if not state.nodes:  # a new folder, or one that so far ran only Spark
+        state.nodes = _plan_nodes(state_dir, brokers, ports)
+        state.cluster_id = _new_cluster_id()
+    elif len(state.nodes) != brokers:
+        raise StackError(
+            f"{state_dir} holds a {len(state.nodes)}-broker stack; stop it and remove the folder "
+            f"(`ballast stack down --purge`) to start one with {brokers}"
+        )
     voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in state.nodes)
     cp = classpath("kafka")
     for node in state.nodes:
@@ -441,6 +457,10 @@ def start_stack(
     wait_for_cluster(state.bootstrap, brokers, timeout=timeout, logs=logs, progress=progress)
     if connect:
         start_connect(state, rest_port=connect_port, timeout=timeout, settings=settings, progress=progress)
+    if spark:
+        from ballast.devstack.spark_cluster import start_spark
+
+        start_spark(state, spark_workers, spark_settings, settings.java, timeout, progress)
     return state
 
 
@@ -455,7 +475,7 @@ def running_stack(state_dir: str | Path) -> StackState | None:
 
 
 def stop_stack(state_dir: str | Path, purge: bool = False) -> StackState | None:
-    """Stop Connect, then every broker this folder recorded; with ``purge`` delete the folder too."""
+    """Stop Spark, Connect, then every broker this folder recorded; ``purge`` deletes the folder too."""
     state_dir = Path(state_dir).resolve()
     try:
         state = StackState.load(state_dir)
@@ -464,6 +484,10 @@ def stop_stack(state_dir: str | Path, purge: bool = False) -> StackState | None:
             shutil.rmtree(state_dir)
         return None
     marker = str(state_dir)
+    if state.spark:  # first: its executors may still be talking to the brokers
+        from ballast.devstack.spark_cluster import stop_spark
+
+        stop_spark(state)
     if state.connect:
         stop_pid(state.connect.pid, marker)
         state.connect.pid = None
@@ -503,4 +527,8 @@ def stack_status(state_dir: str | Path) -> dict[str, object]:
     if state.connect:
         c = state.connect
         status["connect"] = {"url": c.url, "pid": c.pid, "running": pid_alive(c.pid, marker), "log": c.log}
+    if state.spark:
+        from ballast.devstack.spark_cluster import spark_status
+
+        status["spark"] = spark_status(state)
     return status

@@ -33,7 +33,8 @@ class ConnectionSettings(Settings):
         if self.bootstrap:
             return self.bootstrap
         try:
-            return StackState.load(self.state_dir).bootstrap
+            # a folder that so far runs only Spark records no brokers, hence no bootstrap
+            return StackState.load(self.state_dir).bootstrap or "127.0.0.1:9092"
         except StackError:
             return "127.0.0.1:9092"
 
