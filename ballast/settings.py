@@ -192,3 +192,22 @@ class Settings:
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f, _, _ in self._settings()}
+
+    def to_argv(self) -> list[str]:
+        """These values as the flags that give them back (``from_args`` of them is equal).
+
+        Why: a command that starts another process with the same settings (``ballast reduce
+        submit`` runs the job's driver under spark-submit) passes what it resolved, flags and
+        environment alike, instead of re-parsing its own command line.
+        """
+        argv: list[str] = []
+        for f, _meta, kind in self._settings():
+            value = getattr(self, f.name)
+            flag = self.flag_name(f.name)
+            if kind is bool:
+                argv.append(flag if value else f"--no-{flag[2:]}")
+            elif isinstance(value, tuple):
+                argv += [flag, ",".join(str(v) for v in value)]
+            else:
+                argv += [flag, str(value)]
+        return argv

@@ -1,8 +1,10 @@
 """``ballast reduce run|submit``: the stateful reduce in a local Spark, or on a standalone cluster.
 
-``run`` starts a local SparkSession (``local[--local-cores]``, or ``--master``) in this process.
+``run`` starts a SparkSession (``local[--local-cores]``, or ``--master``) in this process.
 ``submit`` hands the same job to ``spark-submit --master spark://...`` with the Maven-resolved
-connector jars; the driver then runs ``python -m spark_jobs.reduce run`` with the same flags.
+connector jars (:mod:`spark_jobs.submit`); the driver runs this module's ``run`` with the settings
+``submit`` resolved (flags and environment), plus the master, so both sides agree on everything.
+The master defaults to the local stack's cluster (``ballast stack up --spark``).
 """
 
 from __future__ import annotations
@@ -37,16 +39,41 @@ def cmd_run(args: argparse.Namespace) -> int:
         spark.stop()
 
 
+def cmd_submit(args: argparse.Namespace) -> int:
+    from spark_jobs.reduce import __main__ as entry
+    from spark_jobs.submit import SubmitSettings, master_url_from_state, run_submit, submit_command
+
+    connection = ConnectionSettings.from_args(args)
+    submit = SubmitSettings.from_args(args)
+    master = submit.master or master_url_from_state(connection.state_dir)
+    settings = ReduceSettings.from_args(args, master=master)
+    kafka = connection.checked_kafka_config("ballast-reduce")
+    app_args = [
+        "run",
+        "--bootstrap",
+        kafka.bootstrap_servers,
+        *LayoutSettings.from_args(args).to_argv(),
+        *settings.to_argv(),
+    ]
+    if args.input_topics:
+        app_args += ["--input-topics", *args.input_topics]
+    command = submit_command(entry.__file__, app_args, master=master, settings=submit)
+    print(f"reduce: spark-submit to {master} (driver log: {args.driver_log or 'this terminal'})", flush=True)
+    return run_submit(command, log=args.driver_log or None)
+
+
 def _routed_partitions(kafka, layout) -> int:
     from ballast.kafka.admin import make_admin, partition_count
 
     return partition_count(make_admin(kafka), layout.name("routed"))
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
+def _add_common(p: argparse.ArgumentParser, *, submit: bool = False) -> None:
     ConnectionSettings.add_arguments(p)
-    LayoutSettings.add_arguments(p, only=("prefix",))
-    ReduceSettings.add_arguments(p)
+    LayoutSettings.add_arguments(p)
+    # under submit, the master is spark-submit's (SubmitSettings), and local cores mean nothing
+    skip = ("master", "local_cores") if submit else ()
+    ReduceSettings.add_arguments(p, only=tuple(n for n in ReduceSettings().as_dict() if n not in skip))
     p.add_argument(
         "--input-topics", nargs="*", default=(), help="input topics of the job (default: <prefix>.input)"
     )
@@ -58,6 +85,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     run = rsub.add_parser("run", help="run the reduce job in a local Spark (or --master)")
     _add_common(run)
     run.set_defaults(func=cmd_run)
+    from spark_jobs.submit import SubmitSettings
+
+    sub_ = rsub.add_parser("submit", help="run the reduce job on a Spark cluster with spark-submit")
+    _add_common(sub_, submit=True)
+    SubmitSettings.add_arguments(sub_)
+    sub_.add_argument("--driver-log", default="", help="write the driver's output to this file")
+    sub_.set_defaults(func=cmd_submit)
 
 
 def main(argv: list[str] | None = None) -> int:

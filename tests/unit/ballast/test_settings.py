@@ -142,3 +142,21 @@ def test_bootstrap_flag_then_recorded_stack_then_localhost(tmp_path):
 def test_mutable_defaults_are_refused():
     with pytest.raises(TypeError, match="immutable"):
         setting([], "a list")
+
+
+def test_to_argv_gives_the_same_settings_back():
+    """What ``ballast reduce submit`` relies on to hand its resolved settings to the driver."""
+    import argparse
+
+    from ballast.kafka.topics import LayoutSettings
+    from services.router.config import RouterSettings
+    from spark_jobs.reduce.config import ReduceSettings
+
+    for settings in (
+        ReduceSettings(processor="last_values:n=3,size=2s", record_cost_us=5.0, bins=7),
+        LayoutSettings(prefix="p", workers=3),
+        RouterSettings(router_id="r9", input_topics=("a", "b"), exactly_once=False),
+    ):
+        parser = argparse.ArgumentParser()
+        type(settings).add_arguments(parser)
+        assert type(settings).from_args(parser.parse_args(settings.to_argv()), env={}) == settings
