@@ -298,8 +298,9 @@ class WorkerStep:
         for j, key in enumerate(keys):
             idx = order[bounds[j] : bounds[j + 1]]
             if key in moved:
-                starts = np.array([self.view.run_start(key, int(e)) for e in epochs[idx]])
-                owners = {self.view.owner(key, int(e)) for e in np.unique(epochs[idx])}
+                seen, where = np.unique(epochs[idx], return_inverse=True)  # one lookup per epoch
+                starts = np.array([self.view.run_start(key, int(e)) for e in seen])[where]
+                owners = {self.view.owner(key, int(e)) for e in seen}
             else:
                 starts = None
                 owners = {self.view.owner(key, int(epochs[idx[0]]))}
