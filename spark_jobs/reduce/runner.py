@@ -82,6 +82,7 @@ def run_job(
         f"{spec.processor}, {len(spec.input_partitions)} input partitions, checkpoint {settings.checkpoint}"
     )
     started = last = time.monotonic()
+    reported = -1
     while query.isActive and not stop["now"]:
         if settings.run_for_s and time.monotonic() - started >= settings.run_for_s:
             break
@@ -89,7 +90,8 @@ def run_job(
         if time.monotonic() - last >= STATUS_EVERY_S:
             last = time.monotonic()
             p = query.lastProgress
-            if p:
+            if p and p["batchId"] != reported and p["numInputRows"]:
+                reported = p["batchId"]
                 d = p["durationMs"]
                 say(
                     f"reduce: batch {p['batchId']}, {p['numInputRows']} rows in "
