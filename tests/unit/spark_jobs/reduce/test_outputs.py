@@ -32,10 +32,20 @@ def test_every_row_decodes_and_lands_where_it_should() -> None:
     frame = OutputEncoder(TOPICS, worker=3, job="agg").frame(step, now_ms=5_000)
     rows = {r.topic: r for r in frame.itertuples()}
     out = AvroCodec("io.ballast.OutputResult").decode(rows["o"].value)
-    assert (out["key"], out["job"], out["count"], out["mean"], out["values"]) == ("k|1", "agg", 2, 1.5, [1.0, 2.0])
+    assert (out["key"], out["job"], out["count"], out["mean"], out["values"]) == (
+        "k|1",
+        "agg",
+        2,
+        1.5,
+        [1.0, 2.0],
+    )
     assert rows["o"].key == result_key("agg", result) == b"agg:0:1000:k|1"
     branch, chunk = AvroCodec("io.ballast.RoutedEnvelope").decode(rows["r"].value)["body"]
-    assert branch == "io.ballast.StateChunk" and (chunk["key"], chunk["epoch"], chunk["job"]) == ("a", 2, "agg")
+    assert branch == "io.ballast.StateChunk" and (chunk["key"], chunk["epoch"], chunk["job"]) == (
+        "a",
+        2,
+        "agg",
+    )
     assert rows["r"].partition == 5  # the new owner's routed partition
     assert (rows["d"].value, rows["d"].reason, rows["d"].source_offset) == (b"raw", "late", 42)
     metrics = AvroCodec("io.ballast.MetricsRecord").decode(rows["m"].value)
