@@ -195,13 +195,14 @@ class WorkerStep:
             for key, slot in list(slots.items()):
                 for run in slot.runs.values():
                     state = self._states.get((key, run.start))
-                    if state is not None:
+                    if state is not None:  # touched in this step: encode it again
                         run.state = None if self.processor.is_empty(state) else self.processor.encode(state)
+                        next_due = self.processor.next_due(state)
+                        run.due = -1 if next_due is None else int(next_due)
                     if run.state is not None:
                         heavy.append((len(run.state), key))
-                        if self._emits(key, run):
-                            d = self.processor.next_due(self._state(key, run))
-                            due = d if due is None or (d is not None and d < due) else due
+                        if run.due >= 0 and self._emits(key, run):
+                            due = run.due if due is None else min(due, run.due)
                 if slot.empty:
                     del slots[key]
             if slots:
@@ -465,7 +466,11 @@ class WorkerStep:
                 for run in slot.runs.values():
                     if not self._emits(key, run):
                         continue
-                    state = self._state(key, run)
+                    state = self._states.get((key, run.start))
+                    if state is None:  # untouched: its stored due time says whether to decode it
+                        if run.due < 0 or run.due > self.watermark:
+                            continue
+                        state = self._state(key, run)
                     due = self.processor.next_due(state)
                     if due is None or due > self.watermark:
                         continue

@@ -55,6 +55,7 @@ _SLOT_SCHEMA = fastavro.parse_schema(
                                             {"name": "pieces", "type": {"type": "map", "values": "bytes"}},
                                             {"name": "ship_at", "type": "long"},
                                             {"name": "ship_to", "type": "int"},
+                                            {"name": "due", "type": "long", "default": -1},
                                         ],
                                     },
                                 },
@@ -81,7 +82,8 @@ class Run:
     state of the epochs before ``start`` (the chunk) has not arrived: a mergeable processor keeps a
     partial ``state`` meanwhile, the others keep the records in ``buffered``. ``held`` counts the
     records taken in while incomplete. ``ship_at``/``ship_to`` (-1: none) mark a run whose key moved
-    on before its chunk arrived: it is shipped the moment it completes.
+    on before its chunk arrived: it is shipped the moment it completes. ``due`` lets a step skip
+    decoding the state of a key that has no window to emit.
     """
 
     start: int
@@ -93,6 +95,7 @@ class Run:
     pieces: dict[str, bytes] = field(default_factory=dict)
     ship_at: int = -1
     ship_to: int = -1
+    due: int = -1  # the processor's next_due when the state was last written (-1: nothing due)
 
 
 @dataclass
