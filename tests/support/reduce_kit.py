@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,9 @@ class ReduceKit:
         self.jobs: dict[str, subprocess.Popen] = {}  # the running process of each job
         self.routers: dict[str, subprocess.Popen] = {}
         self.owner: dict[str, int] = {}  # the kit's own record of every pin it sent
+        self._output = None  # the consumer following the output topic (see results)
+        self._latest: dict[tuple[str, str, int], dict[str, Any]] = {}
+        self._result_codec = AvroCodec("io.ballast.OutputResult")
 
     # --- input and control ----------------------------------------------------------------------
 
@@ -256,6 +260,8 @@ class ReduceKit:
                     os.killpg(group, signal.SIGKILL)
             proc.wait(30)
         self.writer.close()
+        if self._output is not None:
+            self._output.close()
 
     def log_tail(self, proc: subprocess.Popen, lines: int = 40) -> str:
         text = Path(proc.log_path).read_text(errors="replace")  # type: ignore[attr-defined]
@@ -264,15 +270,25 @@ class ReduceKit:
     # --- reading what the jobs wrote -----------------------------------------------------------------
 
     def results(self, job: str) -> dict[tuple[str, int], dict[str, Any]]:
-        """The latest output row per (key, window start) of ``job`` (a rewrite replaces the older)."""
-        codec = AvroCodec("io.ballast.OutputResult")
-        msgs = read_topic(self.kafka, self.layout.name("output"), idle=2.0, timeout=120.0)
-        latest: dict[tuple[str, int], dict[str, Any]] = {}
-        for m in sorted(msgs, key=lambda m: (m.partition(), m.offset())):
-            row = codec.decode(m.value())
-            if row["job"] == job:
-                latest[(row["key"], row["window_start"])] = row
-        return latest
+        """The latest output row per (key, window start) of ``job`` (a rewrite replaces the older).
+
+        One consumer follows the output topic for the kit's life, so polling for results reads
+        each record once instead of the whole topic every time."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        if self._output is None:
+            topic = self.layout.name("output")
+            self._output = Consumer(self.kafka.consumer(f"{self.prefix}-kit-{uuid.uuid4().hex[:6]}"))
+            self._output.assign([TopicPartition(topic, p, 0) for p in range(WORKERS)])
+        while True:
+            msgs = self._output.consume(10_000, timeout=1.0)
+            for m in msgs:
+                if m.error() is None:
+                    row = self._result_codec.decode(m.value())
+                    self._latest[(row["job"], row["key"], row["window_start"])] = row
+            if not msgs:
+                break
+        return {(k, w): row for (j, k, w), row in self._latest.items() if j == job}
 
     def worker_stats(self, job: str) -> list[dict[str, Any]]:
         codec = AvroCodec("io.ballast.MetricsRecord")
