@@ -177,9 +177,8 @@ def _route(
     )
     with RouterThread(Router.connect(settings, layout, cfg, active_workers=active)) as live:
         live.wait_offered(half, "routing the first half (epoch 0: Kafka's hash)")
-        time.sleep(2.5)  # let at least one more statistics interval (1 s) reach the metrics topic
         progress.status(f"router routed {live.totals.routed:,} records under epoch 0 (Kafka's murmur2 only)")
-        report.plan, moves = _rebalance(cfg, layout, demo.theta, progress)
+        report.plan, moves = _rebalance(cfg, layout, demo.theta, live.totals.routed, progress)
         wait_until(lambda: live.epoch >= report.plan.epoch, 60, "the router applying the new epoch")
         _produce(cfg, layout.name("input"), events[half:], progress, "producing the second half")
         live.wait_offered(len(events), "routing the second half (epoch 1: Mixed table)")
@@ -255,7 +254,7 @@ class RouterThread:
 
 
 def _rebalance(
-    cfg: KafkaConfig, layout: TopicLayout, theta: float, progress: DemoProgress
+    cfg: KafkaConfig, layout: TopicLayout, theta: float, routed: int, progress: DemoProgress
 ) -> tuple[PlanSummary, dict[str, tuple[int, int]]]:
     """The controller's planning round, once: router load from the metrics topic -> Mixed plan -> epoch.
 
@@ -266,7 +265,9 @@ def _rebalance(
         # the hash spreads keys over the active workers only (the log's, from its genesis on); the
         # routers count per routed partition
         workers = writer.current_state().num_workers
-        load = read_router_load(cfg, layout.name("metrics"), workers)
+        # until the statistics cover what the router routed: it publishes one every second, busy
+        # or not, so a read until the topic stays quiet (1.5 s) would last its whole time-out
+        load = read_router_load(cfg, layout.name("metrics"), workers, records=routed)
         plan = plan_from_load(load, workers, theta)
         assign = {k.decode(): w for k, w in plan.table.items()}
         event = writer.send(*routing_update(assign, reason="demo: Mixed plan from router heavy hitters"))
