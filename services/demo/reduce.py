@@ -13,6 +13,7 @@ window never closes, and the flush is not part of the ground truth.
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 import tempfile
@@ -196,6 +197,38 @@ class DemoReduce:
             self.spark, spec, str(self.checkpoint), watermark_delay=s.watermark_delay, trigger=s.trigger
         )
 
+    def wait_caught_up(self, what: str, timeout: float) -> None:
+        """Until the query has read the routed topic up to its end offsets as of now.
+
+        Why the demo waits: so the reduce has built every key's state under epoch 0 before the plan
+        moves keys, and the move happens between micro-batches of a running stream, not inside
+        one batch that reads both epochs at once.
+        """
+        assert self.output is not None, "start() first"
+        routed = self.layout.name("routed")
+        consumer = self.output.consumer
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(routed, p), timeout=10, cached=False)[1]
+            for p in range(self.layout.workers)
+        }
+        read: dict[str, int] = {}
+
+        def caught_up() -> bool:
+            self._raise_if_failed()
+            progress = self.query.lastProgress
+            if progress:
+                end = progress["sources"][0]["endOffset"]
+                read.update((json.loads(end) if isinstance(end, str) else end).get(routed, {}))
+            return all(int(read.get(str(p), -1)) >= e for p, e in ends.items())
+
+        wait_until(
+            caught_up,
+            timeout,
+            what,
+            interval=0.5,
+            describe=lambda: f"read to offsets {read or '-'}, routed topic ends at {ends}",
+        )
+
     def _raise_if_failed(self) -> None:
         if not self.query.isActive:
             failure = self.query.exception()
@@ -370,6 +403,7 @@ def check_reduce(
     s.late_records = sum(int(st["late_records"]) for st in stats)
     s.misplaced_steps = sum(1 for st in stats if st["spark_partition"] != st["worker"])
     s.duplicate_chunks = sum(int(st["duplicate_chunks"]) for st in stats)
+    s.held_records = sum(int(st["held_records"]) for st in stats)
     last: dict[int, dict[str, Any]] = {}
     for st in stats:
         if st["worker"] not in last or st["step"] >= last[st["worker"]]["step"]:

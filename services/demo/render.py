@@ -89,7 +89,8 @@ def render_reduce(r: ReduceSummary, console: Console) -> None:
     shown = ", ".join(r.keys_moved[:5]) + (", …" if len(r.keys_moved) > 5 else "")
     say(
         f"  migration: {len(r.keys_moved)} keys moved live ({shown}); chunks sent {r.chunks_sent}, "
-        f"installed {r.chunks_installed} ({r.chunk_bytes:,} bytes); "
+        f"installed {r.chunks_installed} ({r.chunk_bytes:,} bytes), {r.held_records:,} records taken in "
+        "by new owners before the state arrived; "
         f"{r.moves_expected - len(r.moves_missing)} of {r.moves_expected} pinned keys off their hash "
         f"home installed at their new worker"
         + (f"; missing: {', '.join(r.moves_missing[:5])}" if r.moves_missing else "")

@@ -56,6 +56,7 @@ class ReduceSummary:
     misplaced_steps: int = 0  # worker steps that ran outside their own Spark state partition
     pending_keys: int = 0  # keys still waiting for a state chunk in each worker's last step
     duplicate_chunks: int = 0
+    held_records: int = 0  # records a new owner took in before the moved key's state arrived
     chunks_sent: int = 0
     chunks_installed: int = 0
     chunk_bytes: int = 0

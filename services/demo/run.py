@@ -133,7 +133,7 @@ def _run_pipeline(
         progress.status(f"wrote {half:,} Avro input events (Zipf z={demo.zipf} over {demo.keys:,} keys)")
         flush = [flush_event(events)] if reduce is not None else []
         report.flush_events = len(flush)
-        moves = _route(cfg, layout, demo, prefix, active, events, flush, report, progress)
+        moves = _route(cfg, layout, demo, prefix, active, events, flush, report, progress, reduce)
         flush_routed_at = time.monotonic()
         progress.status("reading the routed topic back…")
         _check_routed(cfg, layout, events + flush, len(events), report)
@@ -161,8 +161,10 @@ def _route(
     flush: list[dict],
     report: DemoReport,
     progress: DemoProgress,
+    reduce: DemoReduce | None = None,
 ) -> dict[str, tuple[int, int]]:
-    """The router on the first half (epoch 0), the plan (epoch 1), the second half, then ``flush``.
+    """The router on the first half (epoch 0), the plan (epoch 1), the second half, then ``flush``;
+    the plan waits for ``reduce`` to have read the first half.
 
     Returns the plan's pinned keys, each with (hash home, pinned worker).
     """
@@ -178,6 +180,9 @@ def _route(
     with RouterThread(Router.connect(settings, layout, cfg, active_workers=active)) as live:
         live.wait_offered(half, "routing the first half (epoch 0: Kafka's hash)")
         progress.status(f"router routed {live.totals.routed:,} records under epoch 0 (Kafka's murmur2 only)")
+        if reduce is not None:
+            reduce.wait_caught_up("the reduce reading the first half", demo.reduce_timeout_s)
+            progress.status("reduce: read every routed record of epoch 0 (state built at the hash homes)")
         report.plan, moves = _rebalance(cfg, layout, demo.theta, live.totals.routed, progress)
         wait_until(lambda: live.epoch >= report.plan.epoch, 60, "the router applying the new epoch")
         _produce(cfg, layout.name("input"), events[half:], progress, "producing the second half")

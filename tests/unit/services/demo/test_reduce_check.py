@@ -36,6 +36,7 @@ def stats(worker, *, installed=(), sent=(), step=1, **extra):
         "pending_keys": 0,
         "chunks_sent": list(sent),
         "chunks_installed": list(installed),
+        "held_records": 0,
     }
     return {**base, **extra}
 
