@@ -35,7 +35,9 @@ class DemoSettings(Settings):
     trigger: str = setting("2 seconds", "the reduce's micro-batch trigger interval (a Spark interval)")
     local_cores: int = setting(2, "task slots of the reduce's local Spark (local[N])", minimum=1)
     reduce_timeout_s: float = setting(
-        300.0, "how long to wait for the reduce's last windows after the flush event", minimum=1.0
+        300.0,
+        "how long to wait on the reduce: to read the first half, then for its last windows",
+        minimum=1.0,
     )
     keep: bool = setting(False, "leave a local stack the demo started running afterwards")
     report_json: str = setting("", "also write the report as JSON to this file (tests read it)")
