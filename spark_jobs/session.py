@@ -9,7 +9,9 @@ fixed number of shuffle partitions (it is frozen into the checkpoint after the f
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+from pathlib import Path
 
 from ballast.paths import spark_jars
 
@@ -22,25 +24,44 @@ def local_spark(
     master: str | None = None,
     log_level: str = "WARN",
     conf: dict[str, str] | None = None,
+    output: str | Path | None = None,
 ):
     """Create (or reuse) a SparkSession with Ballast's connectors: ``local[cores]`` unless ``master``
-    names another (under spark-submit the master comes from its command line and wins)."""
+    names another (under spark-submit the master comes from its command line and wins).
+
+    ``output``: a file for everything the Spark JVM prints (its log lines, start-up notices, the
+    prints of the Python workers it starts) instead of this process's terminal. It applies only
+    when this call starts the JVM (the first session of the process).
+    """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
-    builder = (
-        SparkSession.builder.master(master or f"local[{cores}]")
-        .appName(app_name)
-        .config("spark.jars", ",".join(spark_jars()))
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.driver.memory", "1g")
-    )
-    for key, value in (conf or {}).items():
+    options = {
+        "spark.master": master or f"local[{cores}]",
+        "spark.app.name": app_name,
+        "spark.jars": ",".join(spark_jars()),
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.driver.memory": "1g",
+        **(conf or {}),
+    }
+    if output is not None and SparkContext._gateway is None:
+        # what SparkContext would do on first use, with the JVM's stdout and stderr sent to a file;
+        # the options go to spark-submit as well, so the JVM starts with its driver memory
+        with open(output, "ab") as sink:
+            gateway = launch_gateway(
+                SparkConf(loadDefaults=False).setAll(options.items()),
+                {"stdout": sink, "stderr": subprocess.STDOUT},
+            )
+        SparkContext._ensure_initialized(gateway=gateway)
+    builder = SparkSession.builder
+    for key, value in options.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)

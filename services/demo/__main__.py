@@ -21,7 +21,8 @@ from services.demo.settings import DemoSettings
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m services.demo",
-        description="Ballast's live pipeline on the local stack: router, a Mixed plan, an epoch switch.",
+        description="Ballast's live pipeline on the local stack: router, a Mixed plan, an epoch switch, "
+        "and the Spark stateful reduce moving the pinned keys live.",
     )
     ConnectionSettings.add_arguments(parser.add_argument_group("Kafka"))
     StackSettings.add_arguments(parser.add_argument_group("local stack (started when no --bootstrap)"))

@@ -37,6 +37,7 @@ def _router_load(counts: Counter[bytes], tracked: int) -> RouterLoad:
             "heavy_hitters": [
                 {"key": k.decode(), "count": n, "error": 0} for k, n in counts.most_common(tracked)
             ],
+            "kept_records": sum(counts.values()),
         }
     )
     return load
@@ -44,10 +45,12 @@ def _router_load(counts: Counter[bytes], tracked: int) -> RouterLoad:
 
 def test_router_load_sums_intervals_and_keys():
     load = RouterLoad.empty(3)
-    load.add({"worker_records": [1, 2, 3], "heavy_hitters": [{"key": "a", "count": 5, "error": 0}]})
-    load.add({"worker_records": [1, 0, 0], "heavy_hitters": [{"key": "a", "count": 2, "error": 1}]})
+    hh = [{"key": "a", "count": 5, "error": 0}]
+    load.add({"worker_records": [1, 2, 3], "heavy_hitters": hh, "kept_records": 6})
+    hh = [{"key": "a", "count": 2, "error": 1}]
+    load.add({"worker_records": [1, 0, 0], "heavy_hitters": hh, "kept_records": 1})
     assert load.per_worker.tolist() == [2, 2, 3]
-    assert load.heavy_hitters == Counter({b"a": 7}) and load.intervals == 2
+    assert load.heavy_hitters == Counter({b"a": 7}) and load.intervals == 2 and load.kept_records == 7
 
 
 def test_plan_lowers_the_real_imbalance():
