@@ -29,10 +29,12 @@ Decisions:
   chunks the previous batch wrote) in every placement, the query is never idle within a phase (a
   stream at capacity with one slice of backlog), and batch durations compare the same work.
   ``maxOffsetsPerTrigger`` is not used: Spark's rate limit takes from each partition in proportion
-  to its backlog, which mixes event time across partitions. One exception, seen once per run or
-  so: a query that is *idle* when a slice is committed (the first slice of a phase) can list the
-  partitions' offsets while the commit markers are only on some of them, and read the slice in
-  two batches; the first is reported as ``partial``.
+  to its backlog, which mixes event time across partitions. A query that is *idle* when a slice
+  is committed (the first slice of a phase) can list the partitions' offsets while the commit
+  markers are on some of them only, and read the slice in two batches (about once per run with a
+  500 ms trigger). So the router commits in the middle of Spark's trigger cycle: an idle query
+  lists offsets at whole multiples of the trigger interval. Should it still happen, the first
+  batch is reported as ``partial`` and the rest is left out of the full-slice figures.
 * **Phases, interleaved.** Each phase starts with a *prefix* slice (half a slice), routed under
   the old table in every placement: the load a controller has to see before it can react. In (c)
   the planning round runs on the prefix's heavy hitters while the prefix batch runs, and the
@@ -41,9 +43,10 @@ Decisions:
 * **Per-record cost** (``--record-cost-us``): one sleep per key of ``records x cost`` at the
   stateful step (the job's ``--record-cost-us``; the same sleep in (a)'s per-key call), so the 8
   tasks of a batch sleep side by side on 2 cores. Cost and slice size make the mean worker's sleep
-  per batch (12 s) large against Spark's share of a batch (3-7 s measured here under load,
-  ``batch_minus_busiest_p50_ms``); otherwise placement cannot show in batch durations. The best
-  (c) can do over (b) is the ratio of their busiest workers (``busiest_worker_*``).
+  per batch (14 s) large against the rest of a batch (2.5-5 s measured here, depending on the
+  machine's load: ``batch_minus_busiest_p50_ms``), which no placement changes; otherwise placement
+  cannot show in batch durations. The most (c) can gain over (b) is the ratio of their busiest
+  workers (``busiest_worker_*``).
 * **Planner input.** Routers publish one ``RouterKeyStats`` record per commit here (stats interval
   0, in the slice's transaction), with ``--heavy-hitters`` keys: the planner can only move keys it
   sees, and with the router's default top 100 the untracked tail left the hot key's worker over
@@ -72,7 +75,7 @@ Decisions:
 
 Writes bench/results/reduce.json and reduce.png (``--out``), prints a summary table. ``--quick``
 is a smoke run of about 7 minutes (written to reduce-quick.json); the defaults are the full run,
-about 23 minutes on the shared 2-core machine. Every parameter is a flag (``-h``).
+about 24 minutes on the shared 2-core machine. Every parameter is a flag (``-h``).
 """
 
 from __future__ import annotations
@@ -144,12 +147,12 @@ class Params:
     slices: int = 4  # full slices per phase
     slice_records: int = 16_000
     prefix_records: int = 8_000
-    record_cost_us: float = 6_000.0
+    record_cost_us: float = 7_000.0
     theta: float = 0.05
     heavy_hitters: int = 2_000
     processor: str = "aggregate:size=10s"
     watermark_delay: str = "10 seconds"
-    trigger: str = "500 milliseconds"
+    trigger_ms: int = 2_000
     uniform_rounds: int = 2
     uniform_slices: int = 2
     uniform_slice_records: int = 8_000
@@ -294,8 +297,13 @@ class RouterDriver:
     def epoch(self) -> int:
         return self.router.state.epoch
 
-    def route(self, records: list[tuple[bytes, bytes]]) -> list[int]:
-        """Produce ``records`` to the input, route them all, commit; the routed topic's ends."""
+    def route(self, records: list[tuple[bytes, bytes]], trigger_ms: int) -> list[int]:
+        """Produce ``records`` to the input, route them all, commit; the routed topic's ends.
+
+        The commit waits for the middle of Spark's trigger cycle: an idle query lists offsets at
+        whole multiples of the trigger interval (wall clock), and one that lists them while the
+        commit markers are on some partitions only reads the slice in two batches.
+        """
         for k, v in records:
             while True:
                 try:
@@ -310,6 +318,10 @@ class RouterDriver:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"router of {self.layout.prefix}: {self.router.totals.offered}/{target}")
             self.router.step()
+        cycle = trigger_ms / 1000
+        phase = time.time() % cycle
+        if not 0.4 * cycle <= phase < 0.6 * cycle:
+            time.sleep((0.4 * cycle - phase) % cycle)
         self.router.checkpoint.commit()
         return self.routed.high()
 
@@ -427,6 +439,7 @@ class Batch:
     slice: tuple[int, int] | None = None  # (phase, index) of the slice it was planned for
     kind: str = "extra"  # warmup | prefix | slice | partial | extra (see Placement.batches)
     phase: int = -1
+    split: bool = False  # the rest of a slice a ``partial`` batch began: not a whole slice
     worker_records: list[int] = field(default_factory=list)
     worker_busy_ms: list[float] = field(default_factory=list)
     latency_p99_ms: float = 0.0
@@ -483,7 +496,7 @@ class Placement:
             processor=params.processor,
             checkpoint=self.checkpoint,
             watermark_delay=params.watermark_delay,
-            trigger=params.trigger,
+            trigger=f"{params.trigger_ms} milliseconds",
             record_cost_us=record_cost_us,
         )
         self.spec = job_spec(spark, kafka, self.layout, settings)
@@ -504,7 +517,11 @@ class Placement:
         p = self.params
         if not self.spark_grouping:
             return build_query(
-                spark, self.spec, str(self.checkpoint), watermark_delay=p.watermark_delay, trigger=p.trigger
+                spark,
+                self.spec,
+                str(self.checkpoint),
+                watermark_delay=p.watermark_delay,
+                trigger=f"{p.trigger_ms} milliseconds",
             )
         rows = routed_rows(spark, self.spec, p.watermark_delay)
         data = rows.filter(F.col("kind") == DATA).select("key", "offset", "event_time", "value")
@@ -520,7 +537,7 @@ class Placement:
             .option("kafka.bootstrap.servers", self.kafka.bootstrap_servers)
             .option("checkpointLocation", str(self.checkpoint))
             .outputMode("update")
-            .trigger(processingTime=p.trigger)
+            .trigger(processingTime=f"{p.trigger_ms} milliseconds")
             .start()
         )
 
@@ -528,7 +545,7 @@ class Placement:
 
     def release(self, s: Slice) -> list[int]:
         self.slice_records[(s.phase, s.index)] = len(s.records)
-        return self.router.route(s.records)
+        return self.router.route(s.records, self.params.trigger_ms)
 
     def planned_batch(self, ends: list[int], what: str) -> int:
         """Wait until a planned batch's end offsets cover ``ends``; its id."""
@@ -690,6 +707,7 @@ class Placement:
             earlier = [m for m in mapped if m < b.id]
             if sum(b.worker_records) and later:
                 b.kind, b.phase = "partial", by_slice[later[0]][0]
+                next(x for x in out if x.id == later[0]).split = True
             elif earlier:
                 b.phase = by_slice[earlier[-1]][0]
         return out
@@ -785,7 +803,7 @@ def pct(values: list[float], q: float) -> float:
 
 def summarize(pl: Placement, batches: list[Batch]) -> dict:
     measured = [b for b in batches if b.kind != "warmup"]
-    full = [b for b in measured if b.kind == "slice"]
+    full = [b for b in measured if b.kind == "slice" and not b.split]
     durs = [b.duration_ms for b in full]
     data_records = sum(pl.slice_records.values())
     total_ms = sum(b.duration_ms for b in measured)
@@ -795,6 +813,7 @@ def summarize(pl: Placement, batches: list[Batch]) -> dict:
         "full_slice_batches": len(full),
         "batches": len(measured),
         "partial_batches": sum(1 for b in measured if b.kind == "partial"),
+        "split_slices_left_out": sum(1 for b in measured if b.kind == "slice" and b.split),
         "extra_batches": sum(1 for b in measured if b.kind == "extra"),
         "warmup_ms": sum(b.duration_ms for b in batches if b.kind == "warmup"),
         "batch_p50_ms": round(pct(durs, 50)),
@@ -841,7 +860,7 @@ def migration_latency(batches: list[Batch]) -> dict:
     phases: list[dict] = []
     for phase in sorted({b.phase for b in measured if b.phase >= 0}):
         rows = [b for b in measured if b.phase == phase]
-        full = [b for b in rows if b.kind == "slice"]
+        full = [b for b in rows if b.kind == "slice" and not b.split]
         moving = [b for b in rows if b.kind != "prefix" and b.migrating]
         steady = [b for b in full if not b.migrating]
         prev = {b.id: p for p, b in zip([None, *measured[:-1]], measured, strict=True)}
@@ -1063,7 +1082,7 @@ def plot(report: dict, path: Path) -> None:
     colors = {"a": "tab:gray", "b": "tab:red", "c": "tab:blue", "ua": "tab:gray", "ub": "tab:red"}
     per_phase = report["params"]["slices"]
     for name, r in report["results"].items():
-        rows = [b for b in report["batches"][name] if b["kind"] == "slice"]
+        rows = [b for b in report["batches"][name] if b["kind"] == "slice" and not b["split"]]
         x = np.arange(len(rows))
         style = {"ms": 3, "color": colors[name], "label": r["placement"]}
         axs[0].plot(x, [b["duration_ms"] / 1000 for b in rows], "o-", **style)
