@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 CACHE ?= .cache
 ARGS ?=
 
-.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-router bench-router-compare bench-router-startup clean-cache
+.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-router bench-router-compare bench-router-startup bench-reduce clean-cache
 
 setup:
 	@bash deploy/setup.sh
@@ -25,7 +25,7 @@ test-integration: setup
 lint: setup
 	$(VENV)/bin/ruff check ballast services spark_jobs tests bench
 
-bench: bench-codec bench-planner bench-router bench-router-startup
+bench: bench-codec bench-planner bench-router bench-router-startup bench-reduce
 
 bench-codec: setup
 	$(PY) bench/codec_bench.py $(ARGS)
@@ -45,3 +45,6 @@ bench-router-compare: setup
 
 bench-router-startup: setup
 	$(PY) bench/router/startup.py $(ARGS)
+
+bench-reduce: setup
+	$(PY) bench/reduce/run.py $(ARGS)
