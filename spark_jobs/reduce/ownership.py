@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Mapping
+from collections.abc import KeysView, Mapping
 from typing import Any
 
 from ballast.control.state import ControlLogError, StateBuilder, initial_state
@@ -58,8 +58,9 @@ class OwnershipView:
         return self._builder.epoch if self._builder.started else -1
 
     @property
-    def moved_keys(self) -> frozenset[str]:
-        return frozenset(self._changes)
+    def moved_keys(self) -> KeysView[str]:
+        """The keys that ever moved: a live view, O(1) per membership test (asked per key and step)."""
+        return self._changes.keys()
 
     def apply(self, event: Mapping[str, Any]) -> None:
         """Fold one event (in log order), recording which keys it moves from which worker to which."""
