@@ -58,6 +58,21 @@ def row(**kw: Any) -> dict[str, Any]:
     return base
 
 
+def chunk_row(c, job: str = "") -> dict[str, Any]:
+    """The row a state chunk (a step's ``ChunkOut``) becomes when its receiver reads it."""
+    return row(
+        kind=CHUNK,
+        key=c.key,
+        epoch=c.epoch,
+        chunk_from=c.from_worker,
+        chunk_to=c.to_worker,
+        chunk_index=c.chunk_index,
+        chunk_count=c.chunk_count,
+        chunk_state=c.state,
+        chunk_job=job,
+    )
+
+
 def genesis() -> dict[str, Any]:
     return make_event(
         0, "TABLE_SNAPSHOT", {"num_workers": N, "table": {}, "keep_probability": {}, "routed_partitions": N}
@@ -141,17 +156,8 @@ class Cluster:
         for c in result.chunks:
             copies = 2 if self.rng.random() < self.dup_rate else 1
             for _ in range(copies):
-                self.append(
-                    c.to_worker,
-                    kind=CHUNK,
-                    key=c.key,
-                    epoch=c.epoch,
-                    chunk_from=c.from_worker,
-                    chunk_to=c.to_worker,
-                    chunk_index=c.chunk_index,
-                    chunk_count=c.chunk_count,
-                    chunk_state=c.state,
-                )
+                q = self.queues[c.to_worker]
+                q.append({**chunk_row(c), "offset": len(q)})
 
 
 def simulate(

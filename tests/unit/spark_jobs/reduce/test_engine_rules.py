@@ -10,9 +10,9 @@ from ballast.control.state import make_event
 from ballast.routing.murmur2 import kafka_partition
 from spark_jobs.processors.aggregate import WindowAggregate
 from spark_jobs.processors.windows import WindowSpec
-from spark_jobs.reduce.engine import BAD, CHUNK, DATA, MARKER, DictBinStore, WorkerConfig, WorkerStep
+from spark_jobs.reduce.engine import BAD, DATA, MARKER, DictBinStore, WorkerConfig, WorkerStep
 from spark_jobs.reduce.ownership import OwnershipView
-from tests.unit.spark_jobs.reduce.test_engine_migration import COLUMNS, PARTITIONS, N, genesis, row
+from tests.unit.spark_jobs.reduce.test_engine_migration import COLUMNS, PARTITIONS, N, chunk_row, genesis, row
 
 AGG = WindowAggregate(WindowSpec(100))
 
@@ -55,20 +55,6 @@ def data(key: str, value: float, t: int, epoch: int) -> dict[str, Any]:
 
 def marker(epoch: int, worker: int, *parts: str) -> dict[str, Any]:
     return row(kind=MARKER, epoch=epoch, covers=list(parts or PARTITIONS), marker_worker=worker)
-
-
-def chunk_row(c, job: str = "") -> dict[str, Any]:
-    return row(
-        kind=CHUNK,
-        key=c.key,
-        epoch=c.epoch,
-        chunk_from=c.from_worker,
-        chunk_to=c.to_worker,
-        chunk_index=c.chunk_index,
-        chunk_count=c.chunk_count,
-        chunk_state=c.state,
-        chunk_job=job,
-    )
 
 
 def test_state_ships_only_once_every_input_partition_passed_the_epoch() -> None:
