@@ -59,10 +59,6 @@ class StackUpSettings(Settings):
     timeout: float = setting(180.0, "seconds to wait for brokers (and Connect, Spark) to answer", minimum=1)
 
 
-def _state_dir(args: argparse.Namespace) -> Path:
-    return ConnectionSettings.from_args(args).state_dir
-
-
 def cmd_stack_up(args: argparse.Namespace) -> int:
     up = StackUpSettings.from_args(args)
     jvm = StackSettings.from_args(args)
