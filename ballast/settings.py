@@ -11,8 +11,8 @@ Precedence is the usual one: flag, then environment, then default. A value that 
 to the field's type is a :class:`SettingsError` (a user error: one line, exit code 2).
 
 Each group lives beside the concern it configures: the Kafka connection in
-``ballast/kafka/connection.py``, the topic layout in ``ballast/kafka/topics.py``, the local stack's
-JVMs in ``ballast/devstack/stack.py``, a service's own knobs next to its code
+``ballast/cli/connection.py``, the topic layout in ``ballast/kafka/topics.py``, the local stack's
+JVMs in ``ballast/devstack/jvm.py``, a service's own knobs next to its code
 (``services/router/config.py``). This module is the mechanism only, so it imports none of them.
 """
 
@@ -28,6 +28,22 @@ from typing import Any, ClassVar, Self, get_type_hints
 
 class SettingsError(ValueError):
     """A setting's value is invalid (wrong type, out of range); the message names flag and env var."""
+
+
+class Secret(str):
+    """A password or key: a ``str`` to every library that needs the value, ``'***'`` in every ``repr``.
+
+    Why a ``str`` subclass: librdkafka, Spark's options and faust take plain strings, and a wrapper
+    they cannot read would have to be unwrapped at every call site, where it is easy to forget.
+    What it guards against is printing: a frozen settings group, a connection or a rendered client
+    dict shows ``'***'`` (containers print their items' ``repr``). ``str(secret)`` and f-strings
+    still give the value, on purpose: only renderings should ever do that. Secrets are never turned
+    into flags (:meth:`Settings.to_argv` leaves them out; :meth:`Settings.secret_env` hands them to a
+    child process through its environment, where ``ps`` does not show them).
+    """
+
+    def __repr__(self) -> str:
+        return "'***'" if self else "''"
 
 
 def setting(
@@ -83,6 +99,8 @@ def _convert(kind: Any, raw: Any) -> Any:
             raise ValueError(f"expected {what}, got {raw!r}") from None
     if kind is Path:
         return Path(raw)
+    if kind is Secret:
+        return Secret(raw)
     if getattr(kind, "__origin__", None) is tuple:
         items = [x.strip() for x in raw.split(",")] if isinstance(raw, str) else list(raw)
         item_kind = kind.__args__[0] if kind.__args__ else str
@@ -135,6 +153,8 @@ class Settings:
             shown = ",".join(default) if isinstance(default, tuple) else default
             if shown == "" or shown is None:
                 shown = "none"
+            if kind is Secret:
+                shown = "none; prefer the environment variable: a flag shows in `ps`"
             help_text = f"{meta['help']} (default: {shown}; env {env})".replace("%", "%%")
             if kind is bool:
                 parser.add_argument(
@@ -194,16 +214,20 @@ class Settings:
         return {f.name: getattr(self, f.name) for f, _, _ in self._settings()}
 
     def to_argv(self) -> list[str]:
-        """These values as the flags that give them back (``from_args`` of them is equal).
+        """These values as the flags that give them back (``from_args`` of them and of
+        :meth:`secret_env` is equal).
 
         Why: a command that starts another process with the same settings (``ballast reduce
-        submit`` runs the job's driver under spark-submit) passes what it resolved, flags and
-        environment alike, instead of re-parsing its own command line.
+        submit`` runs the job's driver under spark-submit; the local stack starts services)
+        passes what it resolved, flags and environment alike, instead of re-parsing its own
+        command line. Secrets are left out: they go through :meth:`secret_env`.
         """
         argv: list[str] = []
         for f, _meta, kind in self._settings():
             value = getattr(self, f.name)
             flag = self.flag_name(f.name)
+            if kind is Secret:
+                continue
             if kind is bool:
                 argv.append(flag if value else f"--no-{flag[2:]}")
             elif isinstance(value, tuple):
@@ -211,3 +235,11 @@ class Settings:
             else:
                 argv += [flag, str(value)]
         return argv
+
+    def secret_env(self) -> dict[str, str]:
+        """The secrets that are set, as the environment variables that give them back."""
+        return {
+            self.env_name(f.name): str(getattr(self, f.name))
+            for f, _meta, kind in self._settings()
+            if kind is Secret and getattr(self, f.name)
+        }

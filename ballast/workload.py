@@ -1,7 +1,9 @@
-"""Seeded synthetic workloads: Zipf-distributed keys with payloads, as Avro input events.
+"""Seeded synthetic workloads: Zipf-distributed keys with payloads, as Avro input events, and the
+*flush* event that closes every window behind them.
 
-Why here and not in tests: the demo, the tests and the benchmarks must all generate the same
-skewed traffic, and a seed makes every run of them comparable.
+Why here and not in tests: the demo, the tests, the benchmarks and the planner's simulator
+(:mod:`ballast.planner.workloads`) must all generate the same skewed traffic, and a seed makes
+every run of them comparable. The Zipf distribution has this one home.
 """
 
 from __future__ import annotations
@@ -27,6 +29,26 @@ def zipf_key_ids(n: int, num_keys: int, z: float, seed: int) -> np.ndarray:
 
 def key_name(rank: int) -> str:
     return f"key-{rank:07d}"
+
+
+FLUSH_KEY = "zz-flush"
+# how far past the last event the flush event lies: beyond any watermark delay the demo, the tests
+# and the benchmarks use, so the watermark it raises passes every window of the input
+FLUSH_AHEAD_MS = 3_600_000
+
+
+def flush_event(last_event_time: int, seq: int | None = None) -> dict[str, Any]:
+    """One event of its own key ``FLUSH_AHEAD_MS`` after ``last_event_time``.
+
+    Why: a window closes when the reduce's watermark (the highest event time seen, minus the delay)
+    passes its end, and the last windows of a finite input would never close. Routed after
+    everything else, this event raises the watermark past all of them. Its own window never
+    closes, and it is not part of any ground truth. ``seq`` goes into the payload's first 8 bytes,
+    like the sequence numbers of the events before it.
+    """
+    payload = b"" if seq is None else int(seq).to_bytes(8, "big")
+    event_time = last_event_time + FLUSH_AHEAD_MS
+    return {"key": FLUSH_KEY, "value": 0.0, "payload": payload, "event_time": event_time}
 
 
 def input_events(

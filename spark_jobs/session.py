@@ -8,10 +8,12 @@ fixed number of shuffle partitions (it is frozen into the checkpoint after the f
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from ballast.paths import spark_jars
 
@@ -32,6 +34,11 @@ def local_spark(
     ``output``: a file for everything the Spark JVM prints (its log lines, start-up notices, the
     prints of the Python workers it starts) instead of this process's terminal. It applies only
     when this call starts the JVM (the first session of the process).
+
+    The JVM this call starts runs in a session of its own: a SIGTERM to this process's group (what
+    a supervisor or a terminal sends) reaches the Python driver only, which stops its query and
+    then Spark, instead of killing the JVM under it mid-batch. The JVM still ends with the driver:
+    it exits when its stdin pipe from this process closes, however the process died.
     """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -51,14 +58,16 @@ def local_spark(
         "spark.driver.memory": "1g",
         **(conf or {}),
     }
-    if output is not None and SparkContext._gateway is None:
-        # what SparkContext would do on first use, with the JVM's stdout and stderr sent to a file;
-        # the options go to spark-submit as well, so the JVM starts with its driver memory
-        with open(output, "ab") as sink:
-            gateway = launch_gateway(
-                SparkConf(loadDefaults=False).setAll(options.items()),
-                {"stdout": sink, "stderr": subprocess.STDOUT},
-            )
+    if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # what SparkContext would do on first use, with the JVM in a session of its own and its
+        # stdout and stderr sent to a file when asked; the options go to spark-submit as well, so
+        # the JVM starts with its driver memory
+        popen: dict[str, Any] = {"start_new_session": True}
+        with contextlib.ExitStack() as files:
+            if output is not None:
+                popen["stdout"] = files.enter_context(open(output, "ab"))
+                popen["stderr"] = subprocess.STDOUT
+            gateway = launch_gateway(SparkConf(loadDefaults=False).setAll(options.items()), popen)
         SparkContext._ensure_initialized(gateway=gateway)
     builder = SparkSession.builder
     for key, value in options.items():

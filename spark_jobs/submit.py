@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from ballast.devstack.stack import StackError, StackState
+from ballast.devstack.state import StackError, StackState
 from ballast.paths import spark_home as installed_spark_home
 from ballast.paths import spark_jars
 from ballast.settings import Settings, setting
@@ -99,14 +99,18 @@ def submit_command(
     return [*cmd, str(app), *app_args]
 
 
-def submit_env(command: Sequence[str], base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment ``command`` runs in: ``base`` (this process's) plus loopback and SPARK_HOME.
+def submit_env(
+    command: Sequence[str], base: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment ``command`` runs in: ``base`` (this process's), ``extra`` (secrets the driver
+    reads from its environment), plus loopback and SPARK_HOME.
 
     SPARK_HOME is the folder the command's own ``bin/spark-submit`` lives in: spark-submit takes a
     SPARK_HOME already set in the environment over its own, and another Spark's jars there would
     not match this pyspark.
     """
     env = dict(os.environ if base is None else base)
+    env.update(extra or {})
     env["SPARK_LOCAL_IP"] = LOOPBACK
     env["SPARK_HOME"] = str(Path(command[0]).parent.parent)
     return env
@@ -117,13 +121,15 @@ def run_submit(
     log: str | Path | None = None,
     timeout: float | None = None,
     cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> int:
     """Run ``command`` (from :func:`submit_command`) to its end and return spark-submit's exit code.
 
     With ``log`` the driver's output (stdout and stderr: Spark's log lines and the application's
     prints) goes to that file, otherwise to this process's. spark-submit runs in its own process
-    group, so a time-out or Ctrl-C here stops the whole driver (the JVM and the Python process it
-    starts), not just its first process.
+    group, so a time-out, Ctrl-C or SIGTERM here stops the whole driver (the JVM and the Python
+    process it starts), not just its first process: SIGTERM goes on to the driver's group, which
+    stops its query, and after a grace period SIGKILL.
     """
     with contextlib.ExitStack() as files:
         out = files.enter_context(open(log, "wb")) if log is not None else None
@@ -133,20 +139,27 @@ def run_submit(
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT if out is not None else None,
-                env=submit_env(command),
+                env=submit_env(command, extra=env),
                 cwd=cwd,
                 start_new_session=True,
             )
         except OSError as exc:
             raise SubmitError(f"cannot run {command[0]}: {exc.strerror}") from None
+        previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             where = f"; see {log}" if log is not None else ""
             raise SubmitError(f"spark-submit did not finish within {timeout:g} s{where}") from None
         finally:
-            if proc.poll() is None:  # time-out or Ctrl-C: stop the driver and what it started
+            signal.signal(signal.SIGTERM, previous)
+            if proc.poll() is None:  # time-out, Ctrl-C or SIGTERM: stop the driver and what it started
                 _stop_group(proc)
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    """SIGTERM while waiting for spark-submit: leave the wait like Ctrl-C, so the driver is stopped."""
+    raise KeyboardInterrupt
 
 
 def _stop_group(proc: subprocess.Popen[bytes]) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ballast.kafka.config import KafkaConfig
+from ballast.kafka.configuration import KafkaConfig
 
 FOLDER_MARKS = {"unit": "unit", "integration": "integration", "e2e": "e2e", "docker": "docker"}
 
@@ -33,7 +33,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def kafka_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """One real single-node KRaft broker for the whole session, stopped at the end."""
-    from ballast.devstack.stack import StackSettings, start_stack, stop_stack
+    from ballast.devstack.jvm import StackSettings
+    from ballast.devstack.stack import start_stack, stop_stack
 
     state_dir = tmp_path_factory.mktemp("stack")
     state = start_stack(state_dir, brokers=1, settings=StackSettings.from_args())  # BALLAST_BROKER_HEAP …
@@ -51,8 +52,8 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     with the same code as ``ballast stack up --spark`` but without brokers, and stopped at the end.
     Yields the StackState; its ``spark`` holds the master URL, workers and logs.
     """
+    from ballast.devstack.jvm import StackSettings
     from ballast.devstack.spark_cluster import SparkSettings, start_spark_cluster, stop_spark_cluster
-    from ballast.devstack.stack import StackSettings
 
     state_dir = tmp_path_factory.mktemp("spark")
     java = StackSettings.from_args().java  # BALLAST_JAVA, BALLAST_SPARK_WORKER_MEMORY …
@@ -70,7 +71,7 @@ def bootstrap(kafka_stack) -> str:
 
 @pytest.fixture(scope="session")
 def kafka_config(bootstrap: str) -> KafkaConfig:
-    return KafkaConfig(bootstrap_servers=bootstrap, client_id="ballast-tests")
+    return KafkaConfig.plaintext(bootstrap, "ballast-tests")
 
 
 @pytest.fixture(scope="session")

@@ -18,8 +18,8 @@ import json
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ballast.console import UsageError, add_command
-from ballast.kafka.connection import ConnectionSettings
+from ballast.cli.connection import ConnectionSettings
+from ballast.cli.console import UsageError, add_command
 from ballast.kafka.topics import LayoutSettings
 from ballast.settings import Settings, setting
 

@@ -44,7 +44,7 @@ from ballast.control.state import (
     make_event,
     table_snapshot,
 )
-from ballast.kafka.config import KafkaConfig
+from ballast.kafka.configuration import KafkaConfig
 from ballast.waiting import WaitTimeout, wait_until
 
 # a control topic created moments ago answers these until its leader is elected

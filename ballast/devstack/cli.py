@@ -17,21 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ballast.console import UsageError, add_command, print_table, say
+from ballast.cli.connection import ConnectionSettings
+from ballast.cli.console import UsageError, add_command, print_table, say
 from ballast.devstack.connect import count_lines, file_source_config, load_file, source_position
+from ballast.devstack.jvm import StackSettings
+from ballast.devstack.pipeline import PipelineSettings, start_pipeline
+from ballast.devstack.processes import pid_alive
+from ballast.devstack.services import is_running
 from ballast.devstack.spark_cluster import SparkSettings, spark_running, workers_text
-from ballast.devstack.stack import (
-    StackError,
-    StackSettings,
-    StackState,
-    pid_alive,
-    running_stack,
-    stack_status,
-    start_stack,
-    stop_stack,
-)
+from ballast.devstack.stack import running_stack, stack_status, start_stack, stop_stack
+from ballast.devstack.state import StackError, StackState
 from ballast.kafka.admin import make_admin, partition_count
-from ballast.kafka.connection import ConnectionSettings
 from ballast.kafka.reading import records_written
 from ballast.kafka.topics import LayoutSettings
 from ballast.settings import Settings, setting
@@ -62,6 +58,8 @@ class StackUpSettings(Settings):
 def cmd_stack_up(args: argparse.Namespace) -> int:
     up = StackUpSettings.from_args(args)
     jvm = StackSettings.from_args(args)
+    pipeline = PipelineSettings.from_args(args)
+    layout = LayoutSettings.from_args(args)
     state_dir = _state_dir(args)
     state = running_stack(state_dir)
     if state is not None and len(state.nodes) == up.brokers:
@@ -69,6 +67,8 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
         spark_ok = spark_running(state) and len(state.spark.workers) == up.spark_workers  # type: ignore[union-attr]
         if (connect_ok or not up.connect) and (spark_ok or not up.spark):
             print(f"stack already running at {state.bootstrap} (state {state.state_dir})")
+            if pipeline.pipeline:
+                start_pipeline(state, layout, pipeline, say)
             _print_services(state)
             return 0
     parts = [f"{up.brokers} broker(s)"]
@@ -76,6 +76,9 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
         parts.append("Kafka Connect")
     if up.spark:
         parts.append(f"Spark (master and {workers_text(up.spark_workers)})")
+    if pipeline.pipeline:
+        reduce = " and the reduce" if pipeline.reduce else ""
+        parts.append(f"the pipeline ({pipeline.routers} router(s){reduce})")
     say(f"starting {', '.join(parts)} in {Path(state_dir).resolve()}")
     started = time.monotonic()
     state = start_stack(
@@ -91,6 +94,8 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
         spark_workers=up.spark_workers,
         spark_settings=SparkSettings.from_args(args),
     )
+    if pipeline.pipeline:
+        start_pipeline(state, layout, pipeline, say)
     print(
         f"stack up in {time.monotonic() - started:.0f} s: bootstrap={state.bootstrap} state={state.state_dir}"
     )
@@ -106,6 +111,9 @@ def _print_services(state: StackState) -> None:
         spark = state.spark
         workers = workers_text(len(spark.workers))
         print(f"Spark master: {spark.master_url} (web UI {spark.master.ui}, {workers})")
+    for service in state.services:
+        if is_running(state, service):
+            print(f"{service.kind} service {service.name}: pid {service.pid}, log {service.log}")
 
 
 def cmd_stack_status(args: argparse.Namespace) -> int:
@@ -124,6 +132,11 @@ def cmd_stack_status(args: argparse.Namespace) -> int:
     spark: Any = status.get("spark")
     if spark:
         rows += _spark_rows(spark)
+    for svc in status.get("services", []):  # type: ignore[attr-defined]
+        running = f"True ({'ready' if svc['ready'] else 'starting'})" if svc["running"] else "False"
+        if not svc["running"] and svc["exit_code"] is not None:
+            running += f" (exit {svc['exit_code']})"
+        rows.append([f"{svc['kind']} {svc['name']}", "-", str(svc["pid"]), running, svc["log"]])
     print_table(("process", "address", "pid", "running", "log"), rows)
     if spark and spark["running"]:
         print(
@@ -217,8 +230,8 @@ def cmd_connect_load(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``stack`` and ``connect`` to the ``ballast`` command."""
+def register_stack(sub: argparse._SubParsersAction) -> None:
+    """Add ``stack`` to the ``ballast`` command."""
     stack = add_command(
         sub, "stack", "the local stack (KRaft brokers, Kafka Connect, Spark) as plain processes"
     )
@@ -232,16 +245,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     StackUpSettings.add_arguments(up)
     StackSettings.add_arguments(up)
     SparkSettings.add_arguments(up)
+    PipelineSettings.add_arguments(up.add_argument_group("Ballast's services (--pipeline)"))
+    LayoutSettings.add_arguments(up.add_argument_group("topic layout of the pipeline"))
     up.set_defaults(func=cmd_stack_up)
     st = add_command(stack_sub, "status", "what runs, where, and the log files")
     ConnectionSettings.add_arguments(st, only=("state_dir",))
     st.add_argument("--json", action="store_true", help="machine-readable output")
     st.set_defaults(func=cmd_stack_status)
-    down = add_command(stack_sub, "down", "stop the processes this state folder started")
+    down = add_command(
+        stack_sub, "down", "stop the processes this state folder started: services, Spark, Connect, brokers"
+    )
     ConnectionSettings.add_arguments(down, only=("state_dir",))
     down.add_argument("--purge", action="store_true", help="also delete the state folder (data and logs)")
     down.set_defaults(func=cmd_stack_down)
 
+
+
+def register_connect(sub: argparse._SubParsersAction) -> None:
+    """Add ``connect`` to the ``ballast`` command."""
     connect = add_command(sub, "connect", "Kafka Connect")
     connect_sub = connect.add_subparsers(dest="action", required=True, metavar="ACTION")
     load = add_command(

@@ -24,29 +24,27 @@ pid is signalled only while its command line names the state folder (each daemon
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ballast.devstack.stack import (
-    Progress,
+from ballast.devstack.processes import Progress, Ticker, free_ports, pid_alive, quiet, stop_pid
+from ballast.devstack.state import (
+    SPARK_HOST,
+    SparkMasterState,
+    SparkState,
+    SparkWorkerState,
     StackError,
     StackState,
-    _quiet,
-    _Ticker,
-    pid_alive,
-    stop_pid,
 )
 from ballast.paths import spark_home
 from ballast.settings import Settings, setting
@@ -55,7 +53,7 @@ from ballast.waiting import WaitTimeout, wait_until
 SPARK_DIR = "spark"  # under the state folder
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
-HOST = "127.0.0.1"
+HOST = SPARK_HOST
 
 # What every daemon reads from its --properties-file (in the state folder, so its command line names
 # the folder). The REST submission server would listen on one more port that nothing here uses. A
@@ -75,68 +73,6 @@ class SparkSettings(Settings):
     )
 
 
-@dataclass
-class SparkMasterState:
-    port: int
-    ui_port: int
-    log: str
-    pid: int | None = None
-
-    @property
-    def url(self) -> str:
-        return f"spark://{HOST}:{self.port}"
-
-    @property
-    def ui(self) -> str:
-        return f"http://{HOST}:{self.ui_port}"
-
-
-@dataclass
-class SparkWorkerState:
-    worker_id: int
-    port: int
-    ui_port: int
-    work_dir: str
-    log: str
-    pid: int | None = None
-
-    @property
-    def address(self) -> str:
-        return f"{HOST}:{self.port}"
-
-    @property
-    def ui(self) -> str:
-        return f"http://{HOST}:{self.ui_port}"
-
-
-@dataclass
-class SparkState:
-    """The master and workers one state folder started, as recorded in ``stack.json``."""
-
-    master: SparkMasterState
-    workers: list[SparkWorkerState] = field(default_factory=list)
-    cores: int = 1
-    memory: str = "1g"
-    properties: str = ""
-
-    @property
-    def master_url(self) -> str:
-        return self.master.url
-
-    def processes(self) -> list[tuple[str, int | None, str]]:
-        """(name, pid, log) of every daemon, master first."""
-        return [("master", self.master.pid, self.master.log)] + [
-            (f"worker {w.worker_id}", w.pid, w.log) for w in self.workers
-        ]
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> SparkState:
-        raw = dict(raw)
-        master = SparkMasterState(**raw.pop("master"))
-        workers = [SparkWorkerState(**w) for w in raw.pop("workers")]
-        return cls(master=master, workers=workers, **raw)
-
-
 def workers_text(count: int, noun: str = "worker") -> str:
     """``1 worker``, ``2 workers``: for progress lines and errors."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
@@ -145,18 +81,9 @@ def workers_text(count: int, noun: str = "worker") -> str:
 # --- planning and launching ------------------------------------------------------------------------
 
 
-def _free_ports(count: int) -> list[int]:
-    """``count`` distinct free ports on 127.0.0.1 (held open together, so the kernel never repeats one)."""
-    with contextlib.ExitStack() as held:
-        socks = [held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
-        for s in socks:
-            s.bind((HOST, 0))
-        return [int(s.getsockname()[1]) for s in socks]
-
-
 def _plan(state_dir: Path, workers: int, settings: SparkSettings) -> SparkState:
     spark_dir = state_dir / SPARK_DIR
-    ports = iter(_free_ports(2 + 2 * workers))
+    ports = iter(free_ports(2 + 2 * workers, HOST))
     master = SparkMasterState(port=next(ports), ui_port=next(ports), log=str(spark_dir / "master.log"))
     planned = []
     for worker_id in range(1, workers + 1):
@@ -293,7 +220,7 @@ def _wait(
     what = workers_text(len(want), "Spark worker") if workers else f"the Spark master at {spark.master_url}"
     last = ["no answer"]
     progress(f"waiting for {what}…")
-    tick = _Ticker(f"waiting for {what}", progress)
+    tick = Ticker(f"waiting for {what}", progress)
 
     def ready() -> dict[str, Any] | None:
         tick()
@@ -331,7 +258,7 @@ def start_spark(
     settings: SparkSettings | None = None,
     java: str = "java",
     timeout: float = 120.0,
-    progress: Progress = _quiet,
+    progress: Progress = quiet,
 ) -> SparkState:
     """Start a master and ``workers`` workers for ``state`` and wait until all are ALIVE; idempotent.
 
@@ -465,7 +392,7 @@ def start_spark_cluster(
     settings: SparkSettings | None = None,
     java: str = "java",
     timeout: float = 120.0,
-    progress: Progress = _quiet,
+    progress: Progress = quiet,
 ) -> StackState:
     """Start only the Spark cluster in ``state_dir`` (a stack folder with or without brokers).
 

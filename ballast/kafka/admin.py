@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from ballast.kafka.config import KafkaConfig
+from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicSpec, find_conflicts
 from ballast.waiting import WaitTimeout, wait_until
 

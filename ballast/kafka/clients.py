@@ -12,7 +12,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 
-from ballast.kafka.config import LIBRDKAFKA_MESSAGE_MAX_BYTES, KafkaConfig
+from ballast.kafka.configuration import LIBRDKAFKA_MESSAGE_MAX_BYTES, KafkaConfig
 
 
 class DeliveryError(RuntimeError):

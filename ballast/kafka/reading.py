@@ -16,11 +16,10 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from ballast.kafka.admin import make_admin, partition_count
 from ballast.kafka.clients import make_consumer
-from ballast.kafka.config import KafkaConfig
+from ballast.kafka.configuration import KafkaConfig
+from ballast.kafka.follow import ConsumerError
 
-
-class ConsumerError(RuntimeError):
-    """The consumer reported an error while reading back a topic."""
+__all__ = ["ConsumerError", "read_topic", "read_until_idle", "records_written"]
 
 
 def read_until_idle(

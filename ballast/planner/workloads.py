@@ -23,13 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ballast.routing.murmur2 import kafka_partition_array, murmur2_array
-
-
-def zipf_probabilities(num_keys: int, z: float) -> np.ndarray:
-    """``p_r proportional to r**-z`` for ranks 1..K (z = 0 is uniform)."""
-    ranks = np.arange(1, num_keys + 1, dtype=np.float64)
-    p = ranks ** (-z)
-    return p / p.sum()
+from ballast.workload import zipf_probabilities
 
 
 def fluctuate(

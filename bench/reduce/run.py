@@ -101,12 +101,12 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from ballast.avro.codec import AvroCodec
 from ballast.avro.wire import INPUT_HEADER, encode_input_body
-from ballast.control.deployment import create_deployment
 from ballast.control.log import ControlLogWriter
 from ballast.control.state import initial_state, routing_update
+from ballast.deployment.create import create_deployment
 from ballast.devstack.stack import start_stack, stop_stack
 from ballast.kafka.admin import make_admin
-from ballast.kafka.config import KafkaConfig
+from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout
 from ballast.routing.table import RoutingTable
 from ballast.workload import key_name, zipf_key_ids
@@ -927,7 +927,7 @@ def main(argv: list[str] | None = None) -> int:
     placements: list[Placement] = []
     spark = None
     try:
-        kafka = KafkaConfig(bootstrap_servers=stack.bootstrap, client_id="bench-reduce")
+        kafka = KafkaConfig.plaintext(stack.bootstrap, "bench-reduce")
         admin = make_admin(kafka)
         from spark_jobs.reduce.job import SPARK_CONF
         from spark_jobs.session import local_spark

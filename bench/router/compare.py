@@ -35,9 +35,9 @@ spec.loader.exec_module(run)
 import services.router.router as r
 assert r.__file__.startswith(tree), r.__file__
 from ballast.kafka.admin import ensure_topics, make_admin
-from ballast.kafka.config import KafkaConfig
+from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicSpec
-kafka = KafkaConfig(bootstrap_servers=bootstrap, client_id="bench-compare")
+kafka = KafkaConfig.plaintext(bootstrap, "bench-compare")
 admin = make_admin(kafka)
 tag = uuid.uuid4().hex[:8]
 bare_out = f"cmp-bare-{tag}"
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     from ballast.devstack.stack import start_stack, stop_stack
     from ballast.kafka.admin import ensure_topics, make_admin
-    from ballast.kafka.config import KafkaConfig
+    from ballast.kafka.configuration import KafkaConfig
     from ballast.kafka.topics import TopicSpec
     from bench.router.run import preload
 
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     stack = start_stack(state_dir, brokers=1)
     runs: list[dict] = []
     try:
-        kafka = KafkaConfig(bootstrap_servers=stack.bootstrap, client_id="bench-compare")
+        kafka = KafkaConfig.plaintext(stack.bootstrap, "bench-compare")
         src = "cmp.input"
         ensure_topics(make_admin(kafka), [TopicSpec("input", src, 4)])
         log(f"preloading {args.records:,} records")

@@ -25,11 +25,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ballast.avro.codec import AvroCodec
 from ballast.avro.wire import INPUT_HEADER, encode_input_body
-from ballast.control.deployment import create_deployment
+from ballast.deployment.create import create_deployment
 from ballast.devstack.stack import start_stack, stop_stack
 from ballast.kafka.admin import ensure_topics, make_admin
 from ballast.kafka.clients import produce_all
-from ballast.kafka.config import KafkaConfig
+from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout, TopicSpec
 from ballast.waiting import wait_until
 from ballast.workload import key_name, zipf_key_ids
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"starting a broker in {state_dir}")
     stack = start_stack(state_dir, brokers=1)
     try:
-        kafka = KafkaConfig(bootstrap_servers=stack.bootstrap, client_id="bench-router")
+        kafka = KafkaConfig.plaintext(stack.bootstrap, "bench-router")
         admin = make_admin(kafka)
         layout = TopicLayout(prefix="bench", workers=8, input_partitions=4)
         ensure_topics(

@@ -44,7 +44,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import FOREVER, ROOT
 
 from ballast.avro.codec import AvroCodec
-from ballast.control.deployment import create_deployment
 from ballast.control.log import SNAPSHOT_EVERY, ControlLogReader, writer_transactional_id
 from ballast.control.state import (
     CONTROL_SCHEMA,
@@ -56,8 +55,9 @@ from ballast.control.state import (
     routing_update,
     table_snapshot,
 )
+from ballast.deployment.create import create_deployment
 from ballast.devstack.stack import start_stack, stop_stack
-from ballast.kafka.config import KafkaConfig
+from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout
 from ballast.routing.murmur2 import kafka_partition
 from ballast.waiting import wait_until
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     stack = start_stack(state_dir, brokers=1)
     results = []
     try:
-        kafka = KafkaConfig(bootstrap_servers=stack.bootstrap, client_id="bench-router-startup")
+        kafka = KafkaConfig.plaintext(stack.bootstrap, "bench-router-startup")
         for size in sizes:
             row: dict = {"events": size}
             logs = {}

@@ -8,21 +8,14 @@ most ``error`` above it), summed over intervals and routers.
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
-from confluent_kafka import TopicPartition
 
-from ballast.avro.codec import AvroCodec
-from ballast.kafka.admin import make_admin, partition_count
-from ballast.kafka.clients import make_consumer
-from ballast.kafka.config import KafkaConfig
-from ballast.kafka.reading import read_topic, read_until_idle
-from ballast.waiting import wait_until
-
-ROUTER_KEY_STATS = "io.ballast.RouterKeyStats"
+from ballast.kafka.configuration import KafkaConfig
+from ballast.metrics.reader import MetricsReader
+from ballast.metrics.records import RouterKeyStats
 
 
 @dataclass
@@ -38,62 +31,53 @@ class RouterLoad:
     def empty(cls, workers: int) -> RouterLoad:
         return cls(np.zeros(workers, dtype=np.float64))
 
-    def add(self, stats: dict) -> None:
-        """Fold one decoded ``RouterKeyStats`` body."""
+    def add(self, stats: RouterKeyStats) -> None:
+        """Fold one router's statistics interval."""
         workers = len(self.per_worker)
-        counts = np.asarray(stats["worker_records"][:workers], dtype=np.float64)
+        counts = np.asarray(stats.worker_records[:workers], dtype=np.float64)
         self.per_worker[: len(counts)] += counts
-        for hh in stats["heavy_hitters"]:
-            self.heavy_hitters[hh["key"].encode("utf-8")] += int(hh["count"])
+        for hh in stats.heavy_hitters:
+            self.heavy_hitters[hh.key.encode("utf-8")] += int(hh.count)
         self.intervals += 1
-        self.kept_records += int(stats["kept_records"])
+        self.kept_records += int(stats.kept_records)
 
 
 def read_router_load(
     cfg: KafkaConfig,
     metrics_topic: str,
     workers: int,
-    idle: float = 1.5,
     *,
-    records: int | None = None,
+    records: int = 0,
+    since_ms: int = 0,
     timeout: float = 30.0,
 ) -> RouterLoad:
-    """Sum every RouterKeyStats record on ``metrics_topic``.
+    """The RouterKeyStats intervals on ``metrics_topic`` that ended at or after ``since_ms``, summed.
 
-    Without ``records``: read until the topic stays quiet ``idle`` s. Routers publish one record per
-    statistics interval even when idle, so against routers publishing more often than ``idle`` the
-    topic never goes quiet and the read lasts ``timeout``. A caller that knows how many records
-    were routed passes ``records`` instead: the read stops once the intervals read account for
-    that many (``kept_records``), and a shortfall after ``timeout`` is an error.
+    Reads the topic to its end as of the call; with ``records``, keeps reading until the intervals
+    account for that many routed records (``kept_records``), a shortfall after ``timeout`` being an
+    error. Routers publish an interval even when idle, so "until the topic goes quiet" would never
+    end against a live deployment: the end offsets, and the records to cover, say when to stop.
     """
-    codec = AvroCodec("io.ballast.MetricsRecord")
     load = RouterLoad.empty(workers)
+    with MetricsReader(cfg, metrics_topic) as reader:
+        reader.read_to_end(timeout)
+        taken = 0
 
-    def fold(messages: list) -> None:
-        for m in messages:
-            branch, body = codec.decode(m.value(), m.topic(), m.partition(), m.offset())["body"]
-            if branch == ROUTER_KEY_STATS:
-                load.add(body)
+        def fold() -> int:
+            nonlocal taken
+            found = reader.of(RouterKeyStats)
+            for metric, stats in found[taken:]:
+                if metric.interval_end >= since_ms:
+                    load.add(stats)
+            taken = len(found)
+            return load.kept_records
 
-    if records is None:
-        fold(read_topic(cfg, metrics_topic, idle=idle, timeout=timeout))
-        return load
-    partitions = partition_count(make_admin(cfg), metrics_topic)
-    consumer = make_consumer(cfg, f"ballast-router-load-{uuid.uuid4().hex[:8]}")
-    try:
-        consumer.assign([TopicPartition(metrics_topic, p, 0) for p in range(partitions)])
-
-        def covered() -> bool:
-            fold(read_until_idle(consumer, idle=None, timeout=0.5))
-            return load.kept_records >= records
-
-        wait_until(
-            covered,
-            timeout,
-            f"router statistics on {metrics_topic} covering {records:,} records",
-            interval=0,
-            describe=lambda: f"{load.kept_records:,} covered",
-        )
-    finally:
-        consumer.close()
+        fold()
+        if records and load.kept_records < records:
+            reader.wait_for(
+                lambda _r: fold() >= records,
+                timeout,
+                f"router statistics on {metrics_topic} covering {records:,} records",
+                describe=lambda: f"{load.kept_records:,} covered",
+            )
     return load

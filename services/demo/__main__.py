@@ -8,9 +8,9 @@ import sys
 
 from rich.console import Console
 
-from ballast.devstack.stack import StackSettings
-from ballast.kafka.config import quiet_retried_warnings
-from ballast.kafka.connection import ConnectionSettings
+from ballast.cli.connection import ConnectionSettings
+from ballast.devstack.jvm import StackSettings
+from ballast.kafka.client_log import quiet_retried_warnings
 from ballast.kafka.topics import LayoutSettings
 from ballast.settings import SettingsError
 from services.demo.render import ConsoleProgress, render

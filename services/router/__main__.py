@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ballast.cli import main
+from ballast.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main(["router", "run", *sys.argv[1:]]))

@@ -22,8 +22,9 @@ import logging
 import signal
 import sys
 
-from ballast.kafka.connection import ConnectionSettings
+from ballast.cli.connection import ConnectionSettings
 from ballast.kafka.topics import LayoutSettings
+from ballast.readiness import announce_ready
 from services.router.config import RouterSettings
 
 
@@ -49,10 +50,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     router.start()
     print(
-        f"router {settings.router_id}: bootstrap {kafka.bootstrap_servers}, {router.describe()}",
+        f"router {settings.router_id}: bootstrap {kafka.connection.describe()}, {router.describe()}",
         file=sys.stderr,
         flush=True,
     )
+    announce_ready("router", router_id=settings.router_id, epoch=router.state.epoch)
     totals = router.run()
     print(json.dumps({"router_id": settings.router_id, **totals.__dict__}), flush=True)
     return 0

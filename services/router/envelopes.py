@@ -20,7 +20,7 @@ from confluent_kafka import Message, Producer
 
 from ballast.avro.codec import AvroCodec
 from ballast.avro.wire import covers_field, data_suffix, epoch_marker, zigzag
-from ballast.kafka.config import LIBRDKAFKA_MESSAGE_MAX_BYTES
+from ballast.kafka.configuration import LIBRDKAFKA_MESSAGE_MAX_BYTES
 from ballast.kafka.topics import TopicLayout
 
 # every dead letter carries all of them, in this order (new names are appended: consumers may

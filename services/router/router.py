@@ -40,7 +40,7 @@ from ballast.control.log import ControlLogReader
 from ballast.control.state import ControlState, initial_state
 from ballast.kafka.admin import make_admin, partition_count
 from ballast.kafka.clients import DeliveryTracker, make_consumer, make_producer
-from ballast.kafka.config import LIBRDKAFKA_MESSAGE_MAX_BYTES, KafkaConfig
+from ballast.kafka.configuration import LIBRDKAFKA_MESSAGE_MAX_BYTES, KafkaConfig
 from ballast.kafka.topics import TopicLayout
 from ballast.routing.table import InvalidKeyError
 from services.router.checkpoint import Checkpoint

@@ -10,15 +10,16 @@ The master defaults to the local stack's cluster (``ballast stack up --spark``).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from ballast.kafka.connection import ConnectionSettings
+from ballast.cli.connection import ConnectionSettings
 from ballast.kafka.topics import LayoutSettings
 from spark_jobs.reduce.config import ReduceSettings
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from spark_jobs.reduce.job import SPARK_CONF
-    from spark_jobs.reduce.runner import job_spec, run_job
+    from spark_jobs.reduce.runner import job_spec, run_job, stop_spark
     from spark_jobs.session import local_spark
 
     settings = ReduceSettings.from_args(args)
@@ -36,11 +37,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         return run_job(spark, spec, settings)
     finally:
-        spark.stop()
+        stop_spark(spark)
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from spark_jobs.reduce import __main__ as entry
     from spark_jobs.submit import SubmitSettings, master_url_from_state, run_submit, submit_command
 
     connection = ConnectionSettings.from_args(args)
@@ -48,18 +48,21 @@ def cmd_submit(args: argparse.Namespace) -> int:
     master = submit.master or master_url_from_state(connection.state_dir)
     settings = ReduceSettings.from_args(args, master=master)
     kafka = connection.checked_kafka_config("ballast-reduce")
+    # the driver connects as this command does: the resolved connection as flags, secrets by environment
+    resolved = ConnectionSettings.of(kafka, connection.state_dir)
     app_args = [
         "run",
-        "--bootstrap",
-        kafka.bootstrap_servers,
+        *resolved.to_argv(),
         *LayoutSettings.from_args(args).to_argv(),
         *settings.to_argv(),
     ]
     if args.input_topics:
         app_args += ["--input-topics", *args.input_topics]
-    command = submit_command(entry.__file__, app_args, master=master, settings=submit)
+    # the file spark-submit runs on the driver: this package's __main__ (which calls main below)
+    entry = Path(__file__).with_name("__main__.py")
+    command = submit_command(entry, app_args, master=master, settings=submit)
     print(f"reduce: spark-submit to {master} (driver log: {args.driver_log or 'this terminal'})", flush=True)
-    return run_submit(command, log=args.driver_log or None)
+    return run_submit(command, log=args.driver_log or None, env=resolved.secret_env())
 
 
 def _routed_partitions(kafka, layout) -> int:

@@ -45,10 +45,9 @@ def routed_rows(spark, spec: JobSpec, watermark_delay: str, max_offsets: int = 0
     schema = json.dumps(json.loads((SCHEMAS_DIR / "routed_envelope.avsc").read_text()))
     reader = (
         spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", spec.bootstrap)
+        .options(**spec.kafka.spark_source_options())  # connection and security, read_committed
         .option("subscribe", spec.topics["routed"])
         .option("startingOffsets", "earliest")
-        .option("kafka.isolation.level", "read_committed")
         .option("failOnDataLoss", "true")
     )
     if max_offsets:
@@ -139,9 +138,7 @@ def build_query(
     return (
         sink.writeStream.format("kafka")
         .queryName(spec.job)
-        .option("kafka.bootstrap.servers", spec.bootstrap)
-        .option("kafka.acks", "all")
-        .option("kafka.enable.idempotence", "true")
+        .options(**spec.kafka.spark_sink_options())  # connection and security, acks=all, idempotent
         .option("checkpointLocation", checkpoint)
         .outputMode("update")
         .trigger(processingTime=trigger)

@@ -167,7 +167,7 @@ _SHARED: dict[tuple[str, str, int], OwnershipLog] = {}
 
 def shared_log(kafka: Any, topic: str, routed_partitions: int) -> OwnershipLog:
     """One log follower per Python worker process and control topic (Spark reuses its workers)."""
-    key = (kafka.bootstrap_servers, topic, routed_partitions)
+    key = (kafka.connection, topic, routed_partitions)
     log = _SHARED.get(key)
     if log is None:
         log = _SHARED[key] = OwnershipLog(kafka, topic, routed_partitions)

@@ -13,14 +13,17 @@ import time
 from collections.abc import Callable
 
 from ballast.kafka.admin import make_admin, partition_count
-from ballast.kafka.config import KafkaConfig
+from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout
+from ballast.readiness import announce_ready
 from spark_jobs.processors.spec import from_spec
 from spark_jobs.reduce.config import ReduceSettings
 from spark_jobs.reduce.frontier import partition_id
+from spark_jobs.reduce.progress import ProgressPublisher
 from spark_jobs.reduce.stateful import JobSpec
 
 STATUS_EVERY_S = 5.0
+STOP_GRACE_S = 30.0  # how long a stop waits for the running batch to finish
 
 
 def job_spec(
@@ -40,7 +43,7 @@ def job_spec(
     partitions = tuple(partition_id(t, p) for t in inputs for p in range(partition_count(admin, t)))
     return JobSpec(
         job=settings.job_id,
-        bootstrap=kafka.bootstrap_servers,
+        kafka=kafka,
         topics=topics,
         routed_partitions=workers,
         labels=tuple(worker_labels(spark, workers)),
@@ -59,7 +62,15 @@ def run_job(
     settings: ReduceSettings,
     say: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
 ) -> int:
-    """Run until stopped (SIGTERM/SIGINT), ``run_for_s`` elapsed, or the query fails (exit 1)."""
+    """Run until stopped (SIGTERM/SIGINT), ``run_for_s`` elapsed, or the query fails (exit 1).
+
+    Every batch's progress goes to the metrics topic (:mod:`spark_jobs.reduce.progress`); the job
+    announces itself ready (:mod:`ballast.readiness`) once its query runs. A stop request stops
+    the query between batches. When a signal reached Spark's JVM too (a whole process group or
+    cgroup was signalled, as systemd does), the JVM may be gone before the query is stopped: the
+    job then says so in one line and exits 0, since a stop was asked for and the checkpoint holds
+    everything committed.
+    """
     from spark_jobs.reduce.job import build_query
 
     query = build_query(
@@ -81,27 +92,76 @@ def run_job(
         f"reduce: {spec.routed_partitions} workers (labels {list(spec.labels)}), processor "
         f"{spec.processor}, {len(spec.input_partitions)} input partitions, checkpoint {settings.checkpoint}"
     )
+    announce_ready(
+        "reduce", job=spec.job, workers=spec.routed_partitions, checkpoint=str(settings.checkpoint)
+    )
+    progress = ProgressPublisher(
+        spec.kafka, spec.topics["metrics"], spec.job, spec.topics["routed"], spec.routed_partitions
+    )
     started = last = time.monotonic()
     reported = -1
-    while query.isActive and not stop["now"]:
-        if settings.run_for_s and time.monotonic() - started >= settings.run_for_s:
-            break
-        query.awaitTermination(0.5)
-        if time.monotonic() - last >= STATUS_EVERY_S:
-            last = time.monotonic()
-            p = query.lastProgress
-            if p and p["batchId"] != reported and p["numInputRows"]:
-                reported = p["batchId"]
-                d = p["durationMs"]
-                say(
-                    f"reduce: batch {p['batchId']}, {p['numInputRows']} rows in "
-                    f"{d.get('triggerExecution', 0)} ms (addBatch {d.get('addBatch', 0)}, "
-                    f"planning {d.get('queryPlanning', 0)}, offsets {d.get('latestOffset', 0)}, "
-                    f"wal {d.get('walCommit', 0)}, commit {d.get('commitOffsets', 0)}), "
-                    f"watermark {p['eventTime'].get('watermark', '-')}"
-                )
-    if query.exception() is not None:
-        say(f"reduce: the query failed: {query.exception()}")
-        return 1
-    query.stop()
+    try:
+        while query.isActive and not stop["now"]:
+            if settings.run_for_s and time.monotonic() - started >= settings.run_for_s:
+                break
+            query.awaitTermination(0.5)
+            progress.publish(query.recentProgress)
+            if time.monotonic() - last >= STATUS_EVERY_S:
+                last = time.monotonic()
+                p = query.lastProgress
+                if p and p["batchId"] != reported and p["numInputRows"]:
+                    reported = p["batchId"]
+                    say(status_line(p))
+        failure = query.exception()
+        if failure is not None:
+            say(f"reduce: the query failed: {failure}")
+            return 1
+        progress.publish(query.recentProgress)
+        stop_between_batches(query)
+    except Exception as exc:
+        if not (stop["now"] and _jvm_gone(exc)):
+            raise
+        say("reduce: Spark's JVM stopped with this process (a signal to the whole group); exiting")
+    finally:
+        progress.close()
     return 0
+
+
+def stop_between_batches(query, grace_s: float = STOP_GRACE_S) -> None:
+    """Stop the query when no batch runs (waiting up to ``grace_s`` for the one that does).
+
+    Why wait: ``query.stop()`` interrupts a running batch, and the interrupted Kafka clients and
+    sink fill the log with stack traces of a stop that was asked for. A batch that finishes is
+    committed; one interrupted is replayed at the next start, which is correct but slower.
+    """
+    deadline = time.monotonic() + grace_s
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    query.stop()
+
+
+def status_line(p) -> str:
+    d = p["durationMs"]
+    return (
+        f"reduce: batch {p['batchId']}, {p['numInputRows']} rows in "
+        f"{d.get('triggerExecution', 0)} ms (addBatch {d.get('addBatch', 0)}, "
+        f"planning {d.get('queryPlanning', 0)}, offsets {d.get('latestOffset', 0)}, "
+        f"wal {d.get('walCommit', 0)}, commit {d.get('commitOffsets', 0)}), "
+        f"watermark {p['eventTime'].get('watermark', '-')}"
+    )
+
+
+def _jvm_gone(exc: BaseException) -> bool:
+    """The error of a call into a JVM that no longer answers (Py4J's network error, a closed pipe)."""
+    from py4j.protocol import Py4JError
+
+    return isinstance(exc, (Py4JError, ConnectionError, EOFError, OSError))
+
+
+def stop_spark(spark) -> None:
+    """``spark.stop()``, quiet when the JVM is already gone (nothing is left to stop then)."""
+    try:
+        spark.stop()
+    except Exception as exc:
+        if not _jvm_gone(exc):
+            raise

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-from ballast.kafka.config import KafkaConfig
+from ballast.kafka.configuration import KafkaConfig
 from spark_jobs.processors.spec import from_spec
 from spark_jobs.reduce.engine import BAD, WorkerConfig, WorkerStep, dump_meta, load_meta
 from spark_jobs.reduce.outputs import OutputEncoder
@@ -28,7 +28,7 @@ class JobSpec:
     """Everything a worker task needs, pickled once with the processor when the query starts."""
 
     job: str  # the job id: its checkpoint's owner, written into every chunk it sends
-    bootstrap: str
+    kafka: KafkaConfig  # the connection (security included) of the driver, for the executors too
     topics: dict[str, str]  # role -> topic name (ballast.kafka.topics roles)
     routed_partitions: int
     labels: tuple[int, ...]  # labels[w]: the grouping value of worker w (spark_jobs.reduce.placement)
@@ -70,7 +70,7 @@ class WorkerProcessor(StatefulProcessor):
         self.processor = from_spec(self.spec.processor)
         self.worker_of = {label: w for w, label in enumerate(self.spec.labels)}
         self.log = shared_log(
-            KafkaConfig(bootstrap_servers=self.spec.bootstrap, client_id="ballast-reduce-control"),
+            self.spec.kafka.with_client_id("ballast-reduce-control"),
             self.spec.topics["control"],
             self.spec.routed_partitions,
         )

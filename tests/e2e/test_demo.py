@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-from ballast.devstack.stack import StackState
+from ballast.devstack.state import StackState
 from services.demo.report import DemoReport
 
 

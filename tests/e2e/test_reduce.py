@@ -105,8 +105,8 @@ def test_every_move_happened_and_was_installed(live) -> None:
     assert len(live["updates"]) >= 3 and len(keys) >= 20 and key_name(0) in keys
     assert sum(k == key_name(0) for k, _ in moved) == 2
     stats = live["kit"].worker_stats("agg")
-    installed = {(c["key"], c["epoch"]) for s in stats for c in s["chunks_installed"]}
-    sent = {(c["key"], c["epoch"]) for s in stats for c in s["chunks_sent"]}
+    installed = {(c.key, c.epoch) for s in stats for c in s.chunks_installed}
+    sent = {(c.key, c.epoch) for s in stats for c in s.chunks_sent}
     assert set(moved) <= installed and set(moved) <= sent
 
 
@@ -116,7 +116,7 @@ def test_placement_one_worker_per_state_partition(live) -> None:
     stats = live["kit"].worker_stats("agg")
     placed = defaultdict(set)
     for s in stats:
-        placed[s["worker"]].add(s["spark_partition"])
+        placed[s.worker].add(s.spark_partition)
     assert dict(placed) == {w: {w} for w in range(WORKERS)}
     moved = {k for _, pins in live["updates"] for k in pins}
     for (key, _start), row in live["results"].items():
@@ -138,14 +138,14 @@ def test_rewritten_chunks_are_applied_once(live) -> None:
         if envelope.decode(m.value())["body"][0] == "io.ballast.StateChunk"
     ]
     assert chunks
-    before = sum(s["duplicate_chunks"] for s in kit.worker_stats("agg"))
+    before = sum(s.duplicate_chunks for s in kit.worker_stats("agg"))
     producer = make_producer(kit.kafka)
     for m in chunks:
         producer.produce(routed, m.value(), m.key(), partition=m.partition())
     producer.flush(60)
 
     def all_seen() -> bool:
-        return sum(s["duplicate_chunks"] for s in kit.worker_stats("agg")) - before >= len(chunks)
+        return sum(s.duplicate_chunks for s in kit.worker_stats("agg")) - before >= len(chunks)
 
     from ballast.waiting import wait_until
 
@@ -166,5 +166,5 @@ def test_non_mergeable_processor_equals_its_reference(live) -> None:
         if not (same(results[k], expected[k]) and tuple(results[k]["values"]) == expected[k]["values"])
     ]
     assert not wrong, f"{len(wrong)} windows differ, e.g. {wrong[:3]}"
-    installed = {(c["key"], c["epoch"]) for s in kit.worker_stats("last") for c in s["chunks_installed"]}
+    installed = {(c.key, c.epoch) for s in kit.worker_stats("last") for c in s.chunks_installed}
     assert {(k, e) for e, pins in live["updates"] for k in pins} <= installed

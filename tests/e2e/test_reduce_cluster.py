@@ -31,11 +31,11 @@ def test_cluster_run_with_driver_and_router_killed_mid_migration_is_exact(
     def during(kit: ReduceKit, step: int, epoch: int) -> None:
         if step == 1:
             # mid-migration: a new owner holds records of a moved key whose chunk has not arrived
-            kit.wait_stats("agg", lambda s: s["pending_keys"] > 0 and s["epoch"] >= epoch, timeout=300)
+            kit.wait_stats("agg", lambda s: s.pending_keys > 0 and s.epoch >= epoch, timeout=300)
             kit.restart_job("agg")
             killed["driver"] = epoch
         elif step == 2:
-            kit.wait_stats("agg", lambda s: s["epoch"] >= epoch, timeout=300)
+            kit.wait_stats("agg", lambda s: s.epoch >= epoch, timeout=300)
             kit.restart_router("r1")
             killed["router"] = epoch
 
@@ -47,14 +47,14 @@ def test_cluster_run_with_driver_and_router_killed_mid_migration_is_exact(
         assert not wrong, f"{len(wrong)} windows differ, e.g. {wrong[:3]}"
         assert set(killed) == {"driver", "router"}
         stats = kit.worker_stats("agg")
-        installed = {(c["key"], c["epoch"]) for s in stats for c in s["chunks_installed"]}
+        installed = {(c.key, c.epoch) for s in stats for c in s.chunks_installed}
         assert {(k, e) for e, pins in run["updates"] for k in pins} <= installed
         placed = defaultdict(set)
         for s in stats:
-            placed[s["worker"]].add(s["spark_partition"])
+            placed[s.worker].add(s.spark_partition)
         assert dict(placed) == {w: {w} for w in range(WORKERS)}
         assert kit.dead_letters() == []
-        log = (workdir / "job-agg.log").read_text(errors="replace")
+        log = kit.job_log("agg").read_text(errors="replace")
         assert master in log  # the driver ran against the cluster, not a local master
     finally:
         kit.close()

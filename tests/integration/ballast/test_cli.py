@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from ballast.devstack.stack import NodeState, StackState, free_port, pid_alive
+from ballast.devstack.processes import free_port, pid_alive
+from ballast.devstack.state import NodeState, StackState
 from ballast.paths import DEPLOY_DIR
 
 SAMPLE = DEPLOY_DIR / "sample" / "events.jsonl"

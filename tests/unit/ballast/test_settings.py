@@ -10,7 +10,7 @@ from typing import ClassVar
 
 import pytest
 
-from ballast.kafka.connection import ConnectionSettings
+from ballast.cli.connection import ConnectionSettings
 from ballast.kafka.topics import LayoutSettings
 from ballast.settings import Settings, SettingsError, setting
 
@@ -126,7 +126,7 @@ def test_layout_settings_env_names_and_layout():
 
 
 def test_bootstrap_flag_then_recorded_stack_then_localhost(tmp_path):
-    from ballast.devstack.stack import NodeState, StackState
+    from ballast.devstack.state import NodeState, StackState
 
     empty = ConnectionSettings.from_args(None, env={}, state_dir=tmp_path / "none")
     assert empty.bootstrap_servers() == "127.0.0.1:9092"

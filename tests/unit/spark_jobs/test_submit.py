@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ballast.devstack.stack import StackError
+from ballast.devstack.state import StackError
 from spark_jobs.submit import (
     SubmitError,
     SubmitSettings,

@@ -9,10 +9,12 @@ import sys
 import pytest
 from confluent_kafka import Producer
 
-from ballast.devstack.stack import StackState, stop_node, stop_stack
+from ballast.devstack.brokers import stop_node
+from ballast.devstack.stack import stop_stack
+from ballast.devstack.state import StackState
 from ballast.kafka.admin import ensure_topics, make_admin
 from ballast.kafka.clients import DeliveryTracker, make_consumer
-from ballast.kafka.config import KafkaConfig
+from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.reading import read_until_idle
 from ballast.kafka.topics import TopicSpec
 from ballast.waiting import wait_until
@@ -48,7 +50,7 @@ def _produce(producer: Producer, topic: str, start: int, n: int, tracker: Delive
 
 
 def test_three_brokers_survive_one_stopped(cluster, unique):
-    cfg = KafkaConfig(bootstrap_servers=cluster.bootstrap, client_id="cluster-test")
+    cfg = KafkaConfig.plaintext(cluster.bootstrap, "cluster-test")
     admin = make_admin(cfg)
     md = admin.list_topics(timeout=10)
     assert sorted(md.brokers) == [1, 2, 3]

@@ -9,7 +9,9 @@ import sys
 from collections import Counter
 
 from ballast.devstack.connect import connector_status, delete_connector
-from ballast.devstack.stack import StackState, start_connect, stop_pid
+from ballast.devstack.connect_worker import start_connect
+from ballast.devstack.processes import stop_pid
+from ballast.devstack.state import StackState
 from ballast.kafka.admin import ensure_topics
 from ballast.kafka.clients import make_consumer
 from ballast.kafka.reading import read_until_idle

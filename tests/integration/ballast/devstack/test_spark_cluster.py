@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from ballast.devstack.processes import pid_alive, port_open
 from ballast.devstack.spark_cluster import SparkSettings, start_spark_cluster
-from ballast.devstack.stack import StackError, StackState, pid_alive, port_open, stack_status
+from ballast.devstack.stack import stack_status
+from ballast.devstack.state import StackError, StackState
 from spark_jobs.submit import SubmitSettings, master_url_from_state, run_submit, submit_command
 from tests.support.loopback import listening, not_loopback
 

@@ -7,24 +7,23 @@ it sent, never against anything the router reports.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ballast.avro.codec import AvroCodec
-from ballast.control.deployment import create_deployment
 from ballast.control.log import ControlLogWriter
 from ballast.control.state import apply_event, initial_state
+from ballast.deployment.create import create_deployment
+from ballast.harness.pipeline import Pipeline
 from ballast.kafka.clients import make_producer, produce_all
-from ballast.kafka.config import KafkaConfig
+from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.reading import read_topic
 from ballast.kafka.topics import TopicLayout
 from ballast.waiting import wait_until
@@ -51,10 +50,13 @@ class Routed:
 
 
 class RouterKit:
-    def __init__(self, kafka: KafkaConfig, admin: Any, prefix: str) -> None:
+    """Router tests: the router in a thread (to read its totals) or as its own process (the harness)."""
+
+    def __init__(self, kafka: KafkaConfig, admin: Any, prefix: str, workdir: Path) -> None:
         self.kafka = kafka
         self.layout = TopicLayout(prefix=prefix, workers=WORKERS, input_partitions=4)
         created = create_deployment(kafka, self.layout, admin=admin, issuer="router-tests")
+        self.pipe = Pipeline(kafka, self.layout, workdir, create=False)
         self.prefix = prefix
         self.input = self.layout.name("input")
         self.routed = self.layout.name("routed")
@@ -64,8 +66,7 @@ class RouterKit:
         assert (created.genesis.routed_partitions, created.genesis.active_workers) == (WORKERS, WORKERS)
         self.writer: ControlLogWriter | None = None
         self.threads: list[tuple[Router, threading.Thread]] = []
-        self.procs: list[subprocess.Popen] = []
-        self.group = f"{prefix}-routers"
+        self.group = self.pipe.router_group
 
     # --- input and control ------------------------------------------------------------------------
 
@@ -114,30 +115,13 @@ class RouterKit:
         self.threads.append((router, th))
         return router
 
-    def start_process(self, router_id: str = "r1", *extra: str) -> subprocess.Popen:
-        cmd = [
-            sys.executable,
-            "-m",
-            "services.router",
-            "--bootstrap",
-            self.kafka.bootstrap_servers,
-            "--router-id",
-            router_id,
-            "--prefix",
-            self.prefix,
-            "--group-id",
-            self.group,
-            "--commit-interval-ms",
-            "200",
-            "--stats-interval-s",
-            "1",
-            "--log-level",
-            "warning",
-            *extra,
-        ]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
-        self.procs.append(proc)
-        return proc
+    def start_process(self, router_id: str = "r1", *extra: str) -> str:
+        """``ballast router run`` as a service (not waited for); its name in :attr:`pipe`."""
+        command = self.pipe.router(
+            router_id, *extra, commit_interval_ms=200, stats_interval_s=1, log_level="warning"
+        )
+        self.pipe.start(command, wait=False)
+        return command.name
 
     def stop_all(self) -> None:
         for router, _ in self.threads:
@@ -153,10 +137,7 @@ class RouterKit:
             router.stop()
         for _, th in self.threads:
             th.join(60)
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(30)
+        self.pipe.close()
         if self.writer is not None:
             self.writer.close()
 
@@ -260,8 +241,8 @@ class RouterKit:
 
 
 @pytest.fixture
-def kit(kafka_config: KafkaConfig, admin: Any, unique: Any):
-    k = RouterKit(kafka_config, admin, unique("rt"))
+def kit(kafka_config: KafkaConfig, admin: Any, unique: Any, tmp_path: Path):
+    k = RouterKit(kafka_config, admin, unique("rt"), tmp_path)
     try:
         yield k
     finally:

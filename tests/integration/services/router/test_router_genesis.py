@@ -23,6 +23,13 @@ def one_line(proc, timeout: float = 60) -> tuple[int, list[str]]:
     return proc.returncode, [line for line in (out + err).decode().splitlines() if line.strip()]
 
 
+def exited(kit, name: str, timeout: float = 60) -> tuple[int | None, list[str]]:
+    """A router service's exit code and every line it printed."""
+    code = kit.pipe.wait_exit(name, timeout)
+    text = kit.pipe.output(name) + kit.pipe.log(name)
+    return code, [line for line in text.splitlines() if line.strip()]
+
+
 def test_a_router_with_conflicting_flags_is_refused_and_fences_nobody(kit):
     events = list(input_events(2_000, num_keys=200, z=1.0, seed=3))
     kit.start_thread("r1")  # exactly-once: its transactional id is derived from the router id
@@ -30,14 +37,14 @@ def test_a_router_with_conflicting_flags_is_refused_and_fences_nobody(kit):
     kit.wait_committed(1_000)
 
     wrong_workers = kit.start_process("r1", "--workers", "6")
-    code, lines = one_line(wrong_workers)
+    code, lines = exited(kit, wrong_workers)
     assert code == 2, lines
     assert lines == [
         f"error: --workers 6 contradicts control log {kit.layout.name('control')}: its genesis records "
         f"{WORKERS} routed partitions"
     ]
     wrong_active = kit.start_process("r1", "--active-workers", "4")
-    code, lines = one_line(wrong_active)
+    code, lines = exited(kit, wrong_active)
     assert code == 2 and lines == [
         f"error: --active-workers 4 contradicts control log {kit.layout.name('control')}: its genesis "
         f"records {WORKERS} active workers at epoch 0 (0 takes them from the log)"

@@ -10,7 +10,7 @@ from collections import Counter
 from conftest import WORKERS
 
 from ballast.avro.codec import AvroCodec
-from ballast.devstack.stack import free_port
+from ballast.devstack.processes import free_port
 from ballast.waiting import wait_until
 from ballast.workload import input_events
 

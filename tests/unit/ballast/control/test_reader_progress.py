@@ -18,7 +18,7 @@ from ballast.control import log as control_log
 from ballast.control import state as cs
 from ballast.control.genesis import genesis_snapshot
 from ballast.control.log import ControlLogReader
-from ballast.kafka.config import KafkaConfig
+from ballast.kafka.configuration import KafkaConfig
 
 
 @dataclass
@@ -92,7 +92,7 @@ def log_of(n: int, snapshot_at: int | None = None) -> list[dict]:
 
 def reader_on(monkeypatch, scripted: ScriptedLog, **kw) -> ControlLogReader:
     monkeypatch.setattr(confluent_kafka, "Consumer", scripted)
-    return ControlLogReader(KafkaConfig(bootstrap_servers="scripted:1"), "c", cs.initial_state(4), **kw)
+    return ControlLogReader(KafkaConfig.plaintext("scripted:1"), "c", cs.initial_state(4), **kw)
 
 
 def test_a_reader_that_stops_moving_fails_after_the_timeout(monkeypatch):

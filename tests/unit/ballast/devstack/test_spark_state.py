@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from ballast.devstack.spark_cluster import SparkSettings, SparkState, _plan
-from ballast.devstack.stack import StackState
+from ballast.devstack.state import StackState
 
 
 def test_plan_uses_distinct_ports_and_the_state_folder(tmp_path):

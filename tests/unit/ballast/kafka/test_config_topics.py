@@ -6,12 +6,12 @@ import dataclasses
 
 import pytest
 
-from ballast.kafka.config import KafkaConfig
+from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import ROLES, TopicLayout, TopicSpec, find_conflicts
 
 
 def test_config_is_immutable_and_renders_librdkafka_keys():
-    cfg = KafkaConfig(bootstrap_servers="127.0.0.1:1")
+    cfg = KafkaConfig.plaintext("127.0.0.1:1")
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.acks = "1"  # type: ignore[misc]
     prod = cfg.producer()
@@ -31,7 +31,7 @@ def test_overrides_win_and_cannot_be_mutated():
 
 
 def test_every_client_logs_through_python_logging():
-    cfg = KafkaConfig(bootstrap_servers="127.0.0.1:1")
+    cfg = KafkaConfig.plaintext("127.0.0.1:1")
     for conf in (cfg.producer(), cfg.consumer("g"), cfg.admin()):
         assert conf["logger"].name == "ballast.librdkafka"
 
@@ -59,7 +59,7 @@ def test_topic_spec_rejects_zero_partitions():
 
 
 def test_cluster_ids_never_look_like_options():
-    from ballast.devstack.stack import _new_cluster_id
+    from ballast.devstack.brokers import new_cluster_id as _new_cluster_id
 
     ids = [_new_cluster_id() for _ in range(3000)]  # about 1 in 64 raw ids starts with "-"
     assert all(len(i) == 22 and not i.startswith("-") for i in ids)

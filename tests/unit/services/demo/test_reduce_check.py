@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from ballast.metrics.records import WorkerStats
 from ballast.settings import SettingsError
-from services.demo.reduce import FLUSH_KEY, auto_watermark_delay, check_reduce, flush_event, key_totals
+from ballast.workload import FLUSH_AHEAD_MS, FLUSH_KEY, flush_event
+from services.demo.check import auto_watermark_delay, check_reduce, key_totals
 from services.demo.report import DemoReport, ReduceSummary
 from services.demo.settings import DemoSettings
 
@@ -26,9 +28,15 @@ WRITES = {
 MOVES = {"a": (1, 3), "b": (2, 2)}  # key -> (hash home, pinned worker): b is pinned at home
 
 
-def stats(worker, *, installed=(), sent=(), step=1, **extra):
+def stats(worker, *, installed=(), sent=(), step=1, **extra) -> WorkerStats:
+    """A worker step as the metrics reader types it."""
     base = {
         "worker": worker,
+        "epoch": 1,
+        "records": 1,
+        "busy_ms": 1.0,
+        "state_bytes": 0,
+        "state_keys": 0,
         "spark_partition": worker,
         "step": step,
         "late_records": 0,
@@ -38,7 +46,7 @@ def stats(worker, *, installed=(), sent=(), step=1, **extra):
         "chunks_installed": list(installed),
         "held_records": 0,
     }
-    return {**base, **extra}
+    return WorkerStats.of({**base, **extra})
 
 
 STATS = [
@@ -116,9 +124,9 @@ def test_late_records_dead_letters_misplaced_steps_and_pending_keys_fail():
 
 def test_flush_event_and_watermark_delay_come_from_the_input():
     events = [{"key": "a", "value": 1.0, "event_time": 1_000 + i} for i in range(5_001)]
-    flush = flush_event(events)
+    flush = flush_event(max(e["event_time"] for e in events), seq=len(events))
     assert flush["key"] == FLUSH_KEY and flush["payload"] == (5_001).to_bytes(8, "big")
-    assert flush["event_time"] >= 6_000 + 365 * 24 * 3600 * 1000
+    assert flush["event_time"] == 6_000 + FLUSH_AHEAD_MS
     assert auto_watermark_delay(events) == "3 seconds"  # half of 5 s, rounded up
     assert auto_watermark_delay(events[:2]) == "1 seconds"
 

@@ -20,7 +20,7 @@ from confluent_kafka import Message
 from ballast.avro import wire
 from ballast.avro.codec import AvroCodec, SchemaStore
 from ballast.kafka.clients import make_producer
-from ballast.kafka.config import KafkaConfig
+from ballast.kafka.configuration import KafkaConfig
 from services.router.config import RouterSettings
 from services.router.envelopes import DLQ_HEADERS, PRODUCE_MARGIN
 from services.router.input_formats import FormatOptions, InputError, InputParser
@@ -316,9 +316,9 @@ def test_a_max_record_bytes_the_producer_cannot_write_is_lowered_with_a_warning(
 
 def test_make_producer_reports_its_message_max_bytes():
     quiet = {"bootstrap.servers": "127.0.0.1:9", "log_level": 0}
-    assert make_producer(KafkaConfig(overrides=quiet)).message_max_bytes == 1_000_000
-    bigger = KafkaConfig(overrides=quiet | {"message.max.bytes": "2000000"})
-    assert make_producer(bigger).message_max_bytes == 2_000_000
+    assert make_producer(KafkaConfig(), **quiet).message_max_bytes == 1_000_000
+    bigger = KafkaConfig().with_overrides(**{"message.max.bytes": "2000000"})
+    assert make_producer(bigger, **quiet).message_max_bytes == 2_000_000
 
 
 def test_settings_refuse_a_negative_max_record_bytes():

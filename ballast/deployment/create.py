@@ -21,7 +21,7 @@ from ballast.control.genesis import Genesis, check_create
 from ballast.control.log import ControlLogReader, ControlLogWriter
 from ballast.control.state import initial_state
 from ballast.kafka.admin import ensure_topics, make_admin, partition_count
-from ballast.kafka.config import KafkaConfig
+from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout, TopicSpec
 
 

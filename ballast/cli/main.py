@@ -1,8 +1,9 @@
-"""The ``ballast`` command: composes the sub-commands of each concern and service, maps errors to exit codes.
+"""The ``ballast`` command: finds the sub-commands of each concern and service, maps errors to exit codes.
 
 Each concern keeps its sub-commands beside its code (``ballast/devstack/cli.py``,
-``ballast/kafka/cli.py``, ``ballast/control/cli.py``, ``services/router/cli.py``); this module is the
-only library module that imports a service, because composing them is its job.
+``ballast/deployment/cli.py``, ``ballast/control/cli.py``, ``services/router/cli.py``) and declares
+them as entry points (:mod:`ballast.cli.commands`); this module imports none of them, so the
+library never imports a service.
 
 Every setting comes from :mod:`ballast.settings`: each is declared once, with its flag, its
 environment variable and its default, and ``-h`` lists all three. Without ``--bootstrap`` (or
@@ -20,10 +21,10 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from ballast.console import UsageError
+from ballast.cli.commands import registered_commands
+from ballast.cli.console import UsageError
 from ballast.settings import Settings, SettingsError, setting
 
 
@@ -37,7 +38,7 @@ class CliSettings(Settings):
 def quiet_client_log(args: argparse.Namespace, debug: bool) -> None:
     """One-shot commands (``one_shot`` set by their parser) show librdkafka's errors, not its
     warnings, unless ``--debug``; services (``router run``) keep WARNING."""
-    from ballast.kafka.config import quiet_retried_warnings
+    from ballast.kafka.client_log import quiet_retried_warnings
 
     if getattr(args, "one_shot", False) and not debug:
         quiet_retried_warnings()
@@ -54,23 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     CliSettings.add_arguments(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    for register in _service_commands():
-        register(sub)
+    for command in registered_commands():
+        command.register(sub)
     return parser
-
-
-def _service_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
-    """Every sub-command group, library concerns first, then the services."""
-    from ballast.control import cli as control_cli
-    from ballast.devstack import cli as devstack_cli
-    from ballast.kafka import cli as topics_cli
-    from services.router import cli as router_cli
-    from spark_jobs.reduce import cli as reduce_cli
-
-    return [
-        devstack_cli.register, topics_cli.register, control_cli.register, router_cli.register,
-        reduce_cli.register,
-    ]
 
 
 def exit_code(exc: BaseException) -> int | None:
@@ -78,7 +65,7 @@ def exit_code(exc: BaseException) -> int | None:
     from ballast.control.genesis import GenesisMissingError
     from ballast.control.state import ControlLogError
     from ballast.devstack.connect import ConnectError
-    from ballast.devstack.stack import StackError
+    from ballast.devstack.state import StackError
     from ballast.kafka.admin import BrokerUnreachable, TopicConflictError, TopicMissingError
     from ballast.paths import MissingJarsError
     from ballast.waiting import WaitTimeout

@@ -7,9 +7,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ballast.console import add_command, print_table
+from ballast.cli.connection import ConnectionSettings
+from ballast.cli.console import add_command, print_table
 from ballast.kafka.admin import describe_topics, make_admin
-from ballast.kafka.connection import ConnectionSettings
 from ballast.kafka.topics import LayoutSettings, TopicLayout, find_conflicts
 from ballast.settings import Settings, setting
 
@@ -22,7 +22,7 @@ class TopicsSettings(Settings):
 
 
 def cmd_topics_create(args: argparse.Namespace) -> int:
-    from ballast.control.deployment import create_deployment
+    from ballast.deployment.create import create_deployment
 
     layout_settings = LayoutSettings.from_args(args)
     layout = layout_settings.layout()

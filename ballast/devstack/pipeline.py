@@ -1,0 +1,124 @@
+"""``ballast stack up --pipeline``: a deployment's topics and genesis, N routers and the reduce, as
+services of the local stack.
+
+Why the library knows the services only by their commands: the devstack starts ``ballast router
+run`` and ``ballast reduce run|submit`` the way a user would type them, through
+:mod:`ballast.devstack.services`, and never imports a service. Each service's own knobs come from
+its environment variables (``BALLAST_ROUTER_*``, ``BALLAST_REDUCE_*``), which the services inherit
+from the command that starts them; the layout (prefix, workers, partitions) is passed as flags so
+every service agrees on topic names.
+
+The reduce runs on the stack's Spark cluster when it has one (``--spark``, through ``reduce
+submit``), else in a local Spark of its own (``local[--reduce-cores]``). Its checkpoint lives in
+its service folder, so restarting the pipeline on the same folder resumes the job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from ballast.deployment.create import create_deployment
+from ballast.devstack.processes import Progress, quiet
+from ballast.devstack.services import (
+    ServiceCommand,
+    is_running,
+    service_dir,
+    start_service,
+    wait_ready,
+)
+from ballast.devstack.spark_cluster import spark_running
+from ballast.devstack.state import ServiceState, StackError, StackState
+from ballast.kafka.configuration import KafkaConfig
+from ballast.kafka.topics import LayoutSettings
+from ballast.settings import Settings, setting
+
+
+@dataclass(frozen=True)
+class PipelineSettings(Settings):
+    """What ``ballast stack up --pipeline`` starts besides the servers."""
+
+    ENV_PREFIX: ClassVar[str] = "BALLAST_STACK_"
+
+    pipeline: bool = setting(
+        False, "also create the topics (and genesis) and start Ballast's services: routers and the reduce"
+    )
+    routers: int = setting(2, "router services started with --pipeline", minimum=0)
+    reduce: bool = setting(
+        True, "start the Spark reduce with --pipeline (on the stack's Spark cluster with --spark, else local)"
+    )
+    reduce_cores: int = setting(
+        2, "task slots of the reduce's local Spark when the stack has no cluster", minimum=1
+    )
+    ready_timeout: float = setting(300.0, "seconds to wait for each service to be ready", minimum=1)
+
+
+def router_name(i: int) -> str:
+    return f"router-{i}"
+
+
+REDUCE = "reduce"
+
+
+def pipeline_commands(
+    state: StackState, layout: LayoutSettings, settings: PipelineSettings
+) -> list[ServiceCommand]:
+    """The services of the pipeline, as the commands that start them."""
+    layout_args = tuple(layout.to_argv())
+    commands = [
+        ServiceCommand(
+            router_name(i),
+            "router",
+            ("router", "run", "--router-id", f"{layout.prefix}-{router_name(i)}", *layout_args),
+        )
+        for i in range(1, settings.routers + 1)
+    ]
+    if settings.reduce:
+        folder = service_dir(state, REDUCE)
+        job = (
+            "--job-id",
+            f"{layout.prefix}-reduce",
+            "--checkpoint",
+            str(folder / "checkpoint"),
+            *layout_args,
+        )
+        if state.spark is not None and spark_running(state):
+            args = (
+                "reduce",
+                "submit",
+                "--master",
+                state.spark.master_url,
+                "--driver-log",
+                str(folder / "driver.log"),
+            )
+            commands.append(ServiceCommand(REDUCE, "reduce", (*args, *job)))
+        else:
+            args = ("reduce", "run", "--local-cores", str(settings.reduce_cores))
+            commands.append(ServiceCommand(REDUCE, "reduce", (*args, *job)))
+    return commands
+
+
+def start_pipeline(
+    state: StackState, layout: LayoutSettings, settings: PipelineSettings, progress: Progress = quiet
+) -> list[ServiceState]:
+    """Topics and genesis (idempotent), then every service not running yet, each waited for."""
+    if not state.nodes:
+        raise StackError("the pipeline needs brokers: start them first")
+    kafka = KafkaConfig.plaintext(state.bootstrap, "ballast-stack")
+    created = create_deployment(kafka, layout.layout(), layout.active_workers)
+    progress(
+        f"topics of prefix {layout.prefix!r}: genesis {created.genesis_status} ({created.genesis.describe()})"
+    )
+    started = []
+    for command in pipeline_commands(state, layout, settings):
+        existing = state.service(command.name)
+        if existing is not None and is_running(state, existing):
+            progress(f"{command.kind} service {command.name} already running (pid {existing.pid})")
+            started.append(existing)
+            continue
+        started.append(start_service(state, command, progress))
+    for service in started:
+        wait_ready(state, service.name, settings.ready_timeout, progress)
+        progress(f"{service.kind} service {service.name} ready (pid {service.pid}, log {Path(service.log)})")
+    return started

@@ -1,0 +1,194 @@
+"""What a local stack folder records: ``stack.json``, one entry per process it started.
+
+Why a module of records only: every part of the devstack (brokers, Connect, Spark, Ballast's
+services) reads and writes the same file, and the commands that only need an address
+(:mod:`ballast.cli.connection`) read it too; none of them should have to import the code that
+starts the others to do so. Nothing here starts or signals a process.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+STATE_FILE = "stack.json"
+
+
+class StackError(RuntimeError):
+    """The local stack could not be started, reached or stopped; the message says which log to read."""
+
+
+@dataclass
+class NodeState:
+    node_id: int
+    port: int
+    controller_port: int
+    data_dir: str
+    config: str
+    log: str
+    pid: int | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+@dataclass
+class ConnectState:
+    rest_port: int
+    config: str
+    log: str
+    pid: int | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.rest_port}"
+
+
+SPARK_HOST = "127.0.0.1"
+
+
+@dataclass
+class SparkMasterState:
+    port: int
+    ui_port: int
+    log: str
+    pid: int | None = None
+
+    @property
+    def url(self) -> str:
+        return f"spark://{SPARK_HOST}:{self.port}"
+
+    @property
+    def ui(self) -> str:
+        return f"http://{SPARK_HOST}:{self.ui_port}"
+
+
+@dataclass
+class SparkWorkerState:
+    worker_id: int
+    port: int
+    ui_port: int
+    work_dir: str
+    log: str
+    pid: int | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{SPARK_HOST}:{self.port}"
+
+    @property
+    def ui(self) -> str:
+        return f"http://{SPARK_HOST}:{self.ui_port}"
+
+
+@dataclass
+class SparkState:
+    """The master and workers one state folder started."""
+
+    master: SparkMasterState
+    workers: list[SparkWorkerState] = field(default_factory=list)
+    cores: int = 1
+    memory: str = "1g"
+    properties: str = ""
+
+    @property
+    def master_url(self) -> str:
+        return self.master.url
+
+    def processes(self) -> list[tuple[str, int | None, str]]:
+        """(name, pid, log) of every daemon, master first."""
+        return [("master", self.master.pid, self.master.log)] + [
+            (f"worker {w.worker_id}", w.pid, w.log) for w in self.workers
+        ]
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> SparkState:
+        raw = dict(raw)
+        master = SparkMasterState(**raw.pop("master"))
+        workers = [SparkWorkerState(**w) for w in raw.pop("workers")]
+        return cls(master=master, workers=workers, **raw)
+
+
+@dataclass
+class ServiceState:
+    """One of Ballast's own services (a router, the reduce, …) started by :mod:`ballast.devstack.services`.
+
+    ``argv`` is the command as started, secrets excepted (they went through the environment);
+    ``log`` holds what it says (stderr), ``out`` what it answers (stdout: a router's totals at
+    exit); ``ready_file`` is written by the service once it is ready to work
+    (:mod:`ballast.readiness`).
+    """
+
+    name: str
+    kind: str
+    argv: list[str]
+    log: str
+    out: str
+    ready_file: str
+    pid: int | None = None
+    started_at: float = 0.0
+    exit_code: int | None = None  # when the supervisor saw it end
+
+
+@dataclass
+class StackState:
+    state_dir: str
+    cluster_id: str
+    nodes: list[NodeState] = field(default_factory=list)
+    connect: ConnectState | None = None
+    spark: SparkState | None = None
+    services: list[ServiceState] = field(default_factory=list)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes)
+
+    @property
+    def replication(self) -> int:
+        return 3 if len(self.nodes) >= 3 else 1
+
+    def node(self, node_id: int) -> NodeState:
+        for n in self.nodes:
+            if n.node_id == node_id:
+                return n
+        raise KeyError(f"no node {node_id} in stack at {self.state_dir}")
+
+    def service(self, name: str) -> ServiceState | None:
+        return next((s for s in self.services if s.name == name), None)
+
+    def save(self) -> None:
+        path = Path(self.state_dir) / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, state_dir: str | Path) -> StackState:
+        path = Path(state_dir) / STATE_FILE
+        if not path.exists():
+            raise StackError(
+                f"no stack recorded in {state_dir} (nothing to do; start one with `ballast stack up`)"
+            )
+        raw = json.loads(path.read_text())
+        nodes = [NodeState(**n) for n in raw.pop("nodes")]
+        connect = raw.pop("connect")
+        spark = raw.pop("spark", None)  # absent in folders written before Spark was part of the stack
+        services = [ServiceState(**s) for s in raw.pop("services", [])]
+        return cls(
+            nodes=nodes,
+            connect=ConnectState(**connect) if connect else None,
+            spark=SparkState.from_dict(spark) if spark else None,
+            services=services,
+            **raw,
+        )
+
+    @classmethod
+    def load_or_new(cls, state_dir: str | Path) -> StackState:
+        """The recorded stack, or an empty record for a folder that has none yet."""
+        try:
+            return cls.load(state_dir)
+        except StackError:
+            return cls(state_dir=str(Path(state_dir).resolve()), cluster_id="")

@@ -1,0 +1,102 @@
+"""The reduce's micro-batch progress on the metrics topic (``ReduceProgress``), from its driver.
+
+Why: Spark's Kafka source commits no consumer offsets, so from outside nothing tells how far a
+reduce has read, how long its batches take or where its watermark is. The driver already has all
+of it in the query's progress; publishing one record per micro-batch lets anyone who reads the
+metrics topic (the demo, benchmarks, tests, later the shedder) follow the job without being in
+its process. Idle triggers (no batch ran) are not published.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from ballast.avro.codec import AvroCodec
+from ballast.kafka.clients import make_producer
+from ballast.kafka.configuration import KafkaConfig
+from ballast.metrics.records import metrics_record
+
+KEPT_DURATIONS = (
+    "triggerExecution",
+    "addBatch",
+    "queryPlanning",
+    "latestOffset",
+    "walCommit",
+    "commitOffsets",
+)
+
+
+def _ms(iso: str | None) -> int:
+    if not iso:
+        return 0
+    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def as_dict(progress: Any) -> dict[str, Any]:
+    """A ``StreamingQueryProgress`` (or its JSON, or a dict) as a plain dict."""
+    if isinstance(progress, dict):
+        return progress
+    return json.loads(progress if isinstance(progress, str) else progress.json)
+
+
+def ran_batch(progress: dict[str, Any]) -> bool:
+    """The progress of a trigger that ran a batch (an idle trigger has no ``addBatch``)."""
+    return "addBatch" in progress.get("durationMs", {})
+
+
+def end_offsets(progress: dict[str, Any], topic: str, partitions: int) -> list[int]:
+    """Per partition of ``topic``, the offset the batch read up to (-1: the source does not say)."""
+    ends = [-1] * partitions
+    for source in progress.get("sources", ()):
+        raw = source.get("endOffset")
+        offsets = json.loads(raw) if isinstance(raw, str) else raw
+        for p, off in ((offsets or {}).get(topic) or {}).items():
+            if 0 <= int(p) < partitions:
+                ends[int(p)] = int(off)
+    return ends
+
+
+def progress_metric(job: str, progress: dict[str, Any], routed_topic: str, partitions: int) -> dict[str, Any]:
+    """The ``MetricsRecord`` (codec dict) of one batch's progress; the interval is the batch's run."""
+    durations = {k: int(v) for k, v in progress.get("durationMs", {}).items() if k in KEPT_DURATIONS}
+    start = _ms(progress.get("timestamp"))
+    body = {
+        "job": job,
+        "batch_id": int(progress["batchId"]),
+        "input_rows": int(progress.get("numInputRows", 0)),
+        "durations_ms": durations,
+        "end_offsets": end_offsets(progress, routed_topic, partitions),
+        "watermark_ms": _ms(progress.get("eventTime", {}).get("watermark")),
+        "processed_rows_per_s": float(progress.get("processedRowsPerSecond") or 0.0),
+    }
+    return metrics_record(
+        f"{job}/driver", start, start + durations.get("triggerExecution", 0), "ReduceProgress", body
+    )
+
+
+class ProgressPublisher:
+    """Publishes each batch's progress once (by batch id) to the metrics topic."""
+
+    def __init__(self, kafka: KafkaConfig, topic: str, job: str, routed_topic: str, partitions: int) -> None:
+        self.topic = topic
+        self.job = job
+        self.routed_topic = routed_topic
+        self.partitions = partitions
+        self.codec = AvroCodec("io.ballast.MetricsRecord")
+        self.producer = make_producer(kafka.with_client_id(f"{job}-progress"))
+        self.last_batch = -1
+
+    def publish(self, recent: list[Any]) -> list[dict[str, Any]]:
+        """The batches of ``recent`` (the query's recent progress) not published yet; returns them."""
+        new = [p for p in map(as_dict, recent) if ran_batch(p) and int(p["batchId"]) > self.last_batch]
+        for p in sorted(new, key=lambda p: int(p["batchId"])):
+            record = progress_metric(self.job, p, self.routed_topic, self.partitions)
+            self.producer.produce(self.topic, self.codec.encode(record), self.job.encode())
+            self.last_batch = int(p["batchId"])
+        self.producer.poll(0)
+        return new
+
+    def close(self, timeout: float = 10.0) -> None:
+        self.producer.flush(timeout)
