@@ -130,6 +130,11 @@ class Checkpoint:
         """The open interval has lasted the commit interval."""
         return bool(self.opened) and now - self.opened >= self.commit_interval_s
 
+    @property
+    def is_open(self) -> bool:
+        """An interval (under exactly-once, a transaction) is open: something awaits a commit."""
+        return bool(self.opened)
+
     def positions(self) -> list[TopicPartition]:
         """Offsets to commit: the next offset to process of every owned partition, with the epoch."""
         md = epoch_metadata(self.epoch)

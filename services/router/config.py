@@ -51,6 +51,11 @@ class RouterSettings(Settings):
     batch_size: int = setting(10_000, "max records per consume() call")
     poll_timeout_ms: int = setting(100, "consume() wait when the input is idle")
     commit_interval_ms: int = setting(500, "transaction / offset-commit interval")
+    commit_when_idle: bool = setting(
+        False,
+        "also commit as soon as a poll finds no input: under light load records wait for no timer "
+        "(a transaction per burst; more commits when input trickles)",
+    )
     stats_interval_s: float = setting(10.0, "key statistics publish interval (seconds)")
     heavy_hitter_capacity: int = setting(10_000, "sketch counters m (error <= N/(m+1))")
     heavy_hitters_top: int = setting(100, "heavy hitters published per interval")

@@ -254,7 +254,7 @@ class Router:
         now = time.monotonic()
         if now >= self._next_stats:
             self._publish_stats()
-        if self.checkpoint.due(now):
+        if self.checkpoint.due(now) or (not msgs and s.commit_when_idle and self.checkpoint.is_open):
             self.checkpoint.commit()
         self.producer.poll(0)
 

@@ -172,3 +172,25 @@ def test_routers_started_with_defaults_get_distinct_instance_ids():
     assert a.transactional_id != b.transactional_id
     assert str(os.getpid()) in a.router_id
     assert RouterSettings(router_id="r7").router_id == "r7"  # a given id stays stable
+
+
+@pytest.mark.parametrize("idle_commits", [False, True])
+def test_commit_when_idle_ends_the_transaction_at_the_first_empty_poll(idle_commits):
+    """A burst of input is routed; the next poll finds nothing. With --commit-when-idle the burst is
+    committed right then (one transaction, no timer); without it, the interval is still open."""
+    router = make_router(
+        exactly_once=True,
+        committed={("in", 0): 0},
+        commit_interval_ms=3_600_000,
+        commit_when_idle=idle_commits,
+    )
+    router.consumer.script = [("assign", [("in", 0)]), ("batch", [msg(0, 0), msg(0, 1)]), ("batch", [])]
+    router.start()
+    for _ in range(3):
+        router.step()
+    assert router.producer.calls.count("commit") == (1 if idle_commits else 0)
+    assert router.checkpoint.is_open is not idle_commits
+    if idle_commits:  # the burst is visible to a read_committed reader already
+        assert [b["source_offset"] for br, b in routed(router) if br.endswith("DataRecord")] == [0, 1]
+    router.stop()
+    router.run()
