@@ -70,10 +70,23 @@ class ServiceCommand:
     kind: str
     args: tuple[str, ...]  # after ``ballast``, e.g. ("router", "run", "--router-id", "r1")
     env: Mapping[str, str] = field(default_factory=dict)  # secrets go here, never into args
+    # a program other than ``ballast`` (e.g. a producer of the user's, a test's stand-in); it is
+    # given ``args`` too, but no ``--state-dir``
+    program: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name or any(c in self.name for c in " /"):
             raise ValueError(f"a service name is a token without spaces or slashes, got {self.name!r}")
+
+    def argv(self, state_dir: str) -> list[str]:
+        """The command line: ``ballast <args> --state-dir <state>`` (so the pid rule recognises it as
+        the folder's), or ``program`` with ``args``."""
+        if self.program:
+            return [*self.program, *self.args]
+        args = list(self.args)
+        if "--state-dir" not in args:
+            args += ["--state-dir", state_dir]
+        return ballast_argv(args)
 
 
 def ballast_argv(args: Sequence[str]) -> list[str]:
@@ -86,7 +99,8 @@ def service_dir(state: StackState, name: str) -> Path:
 
 
 def is_running(state: StackState, service: ServiceState) -> bool:
-    """Whether the service still runs (through its handle when this process started it)."""
+    """Whether the service still runs (through its handle when this process started it; else its
+    pid, while its command line still names the state folder or its own)."""
     child = _children.get(service.pid or 0)
     if child is not None:
         return child.poll() is None
@@ -104,10 +118,7 @@ def start_service(state: StackState, command: ServiceCommand, progress: Progress
         raise StackError(f"service {command.name} already runs (pid {existing.pid}); stop it first")
     folder = service_dir(state, command.name)
     folder.mkdir(parents=True, exist_ok=True)
-    args = list(command.args)
-    if "--state-dir" not in args:
-        args += ["--state-dir", state.state_dir]
-    argv = ballast_argv(args)
+    argv = command.argv(state.state_dir)
     ready = folder / "ready.json"
     ready.unlink(missing_ok=True)
     env = dict(os.environ)
