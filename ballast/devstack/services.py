@@ -248,13 +248,17 @@ def _sweep(marker: str) -> None:
             wait_until(lambda: not marked_processes(SUPERVISED_ENV, marker), 10.0, "leftover processes")
 
 
-def stop_services(state: StackState, timeout: float = STOP_TIMEOUT_S) -> None:
-    """Stop every recorded service, the last started first, all signalled before any is waited for."""
-    running = [s for s in reversed(state.services) if is_running(state, s) and s.pid is not None]
-    for service in running:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(service.pid, signal.SIGTERM)  # type: ignore[arg-type]
-    for service in reversed(state.services):
+def stop_services(
+    state: StackState, names: Sequence[str] | None = None, timeout: float = STOP_TIMEOUT_S
+) -> None:
+    """Stop the recorded services (only ``names``, when given), the last started first, all
+    signalled before any is waited for."""
+    chosen = [s for s in reversed(state.services) if names is None or s.name in names]
+    for service in chosen:
+        if is_running(state, service) and service.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(service.pid, signal.SIGTERM)
+    for service in chosen:
         stop_service(state, service.name, timeout)
 
 

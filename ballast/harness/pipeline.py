@@ -107,6 +107,7 @@ class Pipeline:
             self.deployment = create_deployment(kafka, layout, active_workers, specs=specs, issuer=issuer)
         self.router_group = f"{layout.prefix}-routers"
         self._connection = ConnectionSettings.of(kafka, self.folder)
+        self.started: list[str] = []  # the services this pipeline started (others in the folder are not ours)
         self._producer: Any = None
         self._offsets: GroupOffsets | None = None
         self._markers: MarkerWatch | None = None
@@ -133,6 +134,8 @@ class Pipeline:
     def start(self, command: ServiceCommand, wait: bool = True, timeout: float = 300.0) -> ServiceState:
         """Start ``command``; with ``wait``, until it announced it is ready (or fail with its log)."""
         service = start_service(self.state, command, self.progress)
+        if command.name not in self.started:
+            self.started.append(command.name)
         if wait:
             wait_ready(self.state, command.name, timeout, self.progress)
         return service
@@ -361,8 +364,9 @@ class Pipeline:
     # --- the end ---------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Every service stopped (SIGTERM, then SIGKILL), every client closed; safe to call twice."""
-        stop_services(self.state)
+        """Every service this pipeline started stopped (SIGTERM, then SIGKILL), every client closed;
+        safe to call twice. Services of the folder that others started are left alone."""
+        stop_services(self.state, self.started)
         for client in (self._offsets, self._markers, self._metrics):
             if client is not None:
                 client.close()
