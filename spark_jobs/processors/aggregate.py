@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
+
+from spark_jobs.processors.batch import BatchProcessor, Results
 from spark_jobs.processors.interface import KeyRecords, Processor, WindowResult
-from spark_jobs.processors.window_stats import WindowStats
+from spark_jobs.processors.table import Column, Table
+from spark_jobs.processors.window_stats import STATS_COLUMNS, WindowStats, record_rows
 from spark_jobs.processors.windows import WindowSpec
 
 _HEADER = struct.Struct("<2sB")  # tag, version
@@ -33,6 +37,10 @@ class WindowAggregate(Processor[WindowStats]):
 
     def __repr__(self) -> str:
         return f"WindowAggregate({self.windows})"
+
+    def batch(self) -> AggregateBatch:
+        """The same aggregate on the batch path (the reduce engine uses this one)."""
+        return AggregateBatch(self.windows)
 
     def init(self) -> WindowStats:
         return WindowStats.empty()
@@ -76,3 +84,40 @@ class WindowAggregate(Processor[WindowStats]):
         if offset != len(data):
             raise ValueError(f"aggregate state: {len(data) - offset} bytes left over")
         return state
+
+
+class AggregateBatch(BatchProcessor):
+    """The aggregate on the batch path: rows (key, run, window) with count, sum, min and max."""
+
+    name = "aggregate"
+    mergeable = True
+
+    def __init__(self, windows: WindowSpec) -> None:
+        self.windows = windows
+
+    def __repr__(self) -> str:
+        return f"AggregateBatch({self.windows})"
+
+    def columns(self) -> dict[str, Column]:
+        return dict(STATS_COLUMNS)
+
+    def fold(
+        self, state: Table, key: np.ndarray, run: np.ndarray, event_time: np.ndarray, value: np.ndarray
+    ) -> Table:
+        records = record_rows(self.schema(), self.windows, key, run, event_time, value)
+        return self._reduce(Table.concat([state, records]))
+
+    def results(self, rows: Table) -> Results:
+        c = rows.columns
+        return Results(
+            key=rows.key,
+            window_start=rows.window,
+            window_end=rows.window + self.windows.size_ms,
+            count=c["count"],
+            sum=c["sum"],
+            min=c["min"],
+            max=c["max"],
+            revision=c["revision"],
+            excluded=c["excluded"],
+            run=rows.run,
+        )

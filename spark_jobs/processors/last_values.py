@@ -16,8 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spark_jobs.processors.batch import BatchProcessor, Results
 from spark_jobs.processors.interface import KeyRecords, Processor, WindowResult
-from spark_jobs.processors.window_stats import WindowStats
+from spark_jobs.processors.table import Column, Table
+from spark_jobs.processors.window_stats import STATS_COLUMNS, WindowStats, record_rows
 from spark_jobs.processors.windows import WindowSpec
 
 _HEADER = struct.Struct("<2sBQ")  # tag, version, n
@@ -59,6 +61,10 @@ class LastValues(Processor[LastValuesState]):
 
     def __repr__(self) -> str:
         return f"LastValues(n={self.n}, {self.windows})"
+
+    def batch(self) -> LastValuesBatch:
+        """The same processor on the batch path (the reduce engine uses this one)."""
+        return LastValuesBatch(self.n, self.windows)
 
     def init(self) -> LastValuesState:
         return LastValuesState(WindowStats.empty(), np.empty(0, dtype=np.float64))
@@ -155,4 +161,113 @@ def _last_n(groups: np.ndarray, n: int) -> np.ndarray:
     ordered = groups[order]
     keep = np.ones(order.size, dtype=bool)
     np.not_equal(ordered[:-n], ordered[n:], out=keep[:-n])
+    return order[keep]
+
+
+class LastValuesBatch(BatchProcessor):
+    """Last values on the batch path: the aggregate's statistics per (key, run, window), and
+    ``tail``: the window's last ``n`` values, oldest first (``tail_len`` of the row's ``n`` slots
+    hold values)."""
+
+    name = "last_values"
+    mergeable = False
+
+    def __init__(self, n: int, windows: WindowSpec) -> None:
+        self.n = n
+        self.windows = windows
+
+    def __repr__(self) -> str:
+        return f"LastValuesBatch(n={self.n}, {self.windows})"
+
+    def columns(self) -> dict[str, Column]:
+        return {
+            **STATS_COLUMNS,
+            "tail": Column("f8", None, width=self.n, fill=np.nan),
+            "tail_len": Column("i4", None, fill=0),
+        }
+
+    def fold(
+        self, state: Table, key: np.ndarray, run: np.ndarray, event_time: np.ndarray, value: np.ndarray
+    ) -> Table:
+        schema = self.schema()
+        stats = record_rows(schema, self.windows, key, run, event_time, value)
+        # the tails: only a record among the last n of its (key, run, pane) can be among the last n
+        # of a window holding that pane, so the others are never copied into windows
+        panes = self.windows.pane_start(event_time)
+        pane_rows = Table.rows(schema, key, run, panes)
+        if key.size > self.n:
+            codes = np.lexsort((panes, pane_rows.identity_codes()))
+            keep = _last_n_sorted(pane_rows, codes, self.n)
+            keep.sort()  # back to input order
+        else:
+            keep = np.arange(key.size)
+        index, starts = self.windows.assign(panes[keep])
+        picked = keep[index]
+        tails = np.full((picked.size, self.n), np.nan)
+        tails[:, 0] = value[picked]
+        tail_rows = Table.rows(
+            schema,
+            key[picked],
+            run[picked],
+            starts,
+            count=np.zeros(picked.size, dtype=np.int64),
+            sum=np.zeros(picked.size),
+            tail=tails,
+            tail_len=np.ones(picked.size, dtype=np.int32),
+        )
+        # statistics rows carry no tail; tail rows no statistics: the reduce joins them
+        return self._reduce(Table.concat([state, stats, tail_rows]))
+
+    def _reduce(self, table: Table) -> Table:
+        reduced, order, bounds = table.reduce()
+        if not len(table):
+            return reduced
+        lens = table.columns["tail_len"][order].astype(np.int64)
+        tails = table.columns["tail"][order]
+        groups = np.repeat(np.arange(bounds.size), np.diff(np.append(bounds, order.size)))
+        mask = np.arange(self.n)[None, :] < lens[:, None]
+        values = tails[mask]  # row-major: rows in order, each row's values oldest first
+        value_group = np.repeat(groups, lens)
+        kept = _last_n(value_group, self.n)  # by group, input order within
+        kept_group = value_group[kept]
+        counts = np.bincount(kept_group, minlength=bounds.size)
+        first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        position = np.arange(kept.size) - np.repeat(first, counts)
+        out = np.full((bounds.size, self.n), np.nan)
+        out[kept_group, position] = values[kept]
+        reduced.columns["tail"] = out
+        reduced.columns["tail_len"] = counts.astype(np.int32)
+        return reduced
+
+    def _excluded_rows(self, n: int) -> dict[str, np.ndarray]:
+        return {"tail_len": np.zeros(n, dtype=np.int32)}
+
+    def results(self, rows: Table) -> Results:
+        c = rows.columns
+        lens = c["tail_len"].tolist()
+        values = [tuple(row[:k]) for row, k in zip(c["tail"].tolist(), lens, strict=True)]
+        return Results(
+            key=rows.key,
+            window_start=rows.window,
+            window_end=rows.window + self.windows.size_ms,
+            count=c["count"],
+            sum=c["sum"],
+            min=c["min"],
+            max=c["max"],
+            revision=c["revision"],
+            excluded=c["excluded"],
+            values=values,
+            run=rows.run,
+        )
+
+
+def _last_n_sorted(rows: Table, order: np.ndarray, n: int) -> np.ndarray:
+    """Indices (into ``rows``) of the last ``n`` rows of each (key, run, window) group, given the
+    groups' stable sort ``order``."""
+    codes = rows.identity_codes()[order]
+    windows = rows.window[order]
+    if order.size <= n:
+        return order.copy()
+    keep = np.ones(order.size, dtype=bool)
+    keep[:-n] = (codes[:-n] != codes[n:]) | (windows[:-n] != windows[n:])
     return order[keep]

@@ -23,12 +23,13 @@ sign.)
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from spark_jobs.processors.interface import WindowResult
+from spark_jobs.processors.table import Column, Table
 from spark_jobs.processors.windows import WindowSpec
 
 _COUNT = struct.Struct("<Q")
@@ -210,4 +211,44 @@ def _reduce(
         np.add.reduceat(total[order], bounds),
         np.minimum.reduceat(low[order], bounds),
         np.maximum.reduceat(high[order], bounds),
+    )
+
+
+# --- the batch path: the same statistics for the records of many keys at once ---------------------
+
+STATS_COLUMNS = {
+    "count": Column("i8", "sum", fill=0),
+    "sum": Column("f8", "sum", fill=0.0),
+    "min": Column("f8", "min", fill=np.inf),
+    "max": Column("f8", "max", fill=-np.inf),
+}
+
+
+def record_rows(
+    schema: Mapping[str, Column],
+    windows: WindowSpec,
+    key: np.ndarray,
+    run: np.ndarray,
+    event_time: np.ndarray,
+    value: np.ndarray,
+) -> Table:
+    """The statistics rows of records of many (key, run)s: one row per (record, window) for
+    tumbling windows; for sliding ones the records are first reduced per (key, run, pane), then
+    each pane row is spread over the ``size / slide`` windows holding it (see
+    :meth:`WindowSpec.pane_start`), so the rows grow with records plus panes, not records times
+    windows. Rows keep input order within each (key, run, window)."""
+    panes = windows.pane_start(event_time)
+    n = panes.size
+    ones = np.ones(n, dtype=np.int64)
+    rows = Table.rows(schema, key, run, panes, count=ones, sum=value, min=value, max=value)
+    if windows.tumbling or n == 0:
+        return rows
+    reduced, _order, _bounds = rows.reduce()
+    index, starts = windows.assign(reduced.window)
+    return Table(
+        schema,
+        reduced.key[index],
+        reduced.run[index],
+        starts,
+        {name: col[index] for name, col in reduced.columns.items()},
     )

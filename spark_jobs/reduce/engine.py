@@ -1,88 +1,85 @@
-"""One worker's micro-batch: records into per-key state, state chunks out and in, closed windows out.
+"""One worker's micro-batch: records into state, state chunks out and in, closed windows out.
 
 This is the pure core of the reduce (no Spark, no Kafka): :class:`WorkerStep` takes the worker's
-rows of one micro-batch (its routed partition, decoded, in offset order), its stored bins and its
-meta, and returns what to write (results, state chunks, dead letters, one stats record). The Spark
+rows of one micro-batch (its routed partition, decoded, in offset order), its store and its meta,
+and returns what to write (results, state chunks, dead letters, one stats record). The Spark
 adapter (:mod:`spark_jobs.reduce.stateful`) only moves bytes between this and Spark's state store.
 
-The protocol (docs/reduce.md, "Live migration"):
+**State** (docs/reduce.md, "State"): rows of (key, run, window) in columns, one storage bucket per
+window start (:mod:`spark_jobs.processors.table`, :mod:`spark_jobs.reduce.store`), folded by the
+processor's batch path a whole micro-batch at a time. A window's rows live until the watermark
+passes the window's end plus the correction horizon; then the bucket is dropped. Nothing else is
+kept per key: a key with no open window leaves the store. What migration needs is kept only while
+a move is in flight (``pending`` runs waiting for their chunk, open rehash shipments).
 
-- **Runs.** A record of key k and epoch e belongs to the run of epochs that contains e in which
-  routing sent k here (:meth:`~spark_jobs.reduce.ownership.OwnershipView.run_start`). A run that
-  starts at epoch 0 is complete from the beginning; a later one is complete only once the state
-  chunk of its start epoch has arrived from the previous owner.
-- **New owner.** Records of an incomplete run are taken in at once: into a partial state for a
-  mergeable processor (merged with the chunk when it comes), or buffered for the others (replayed
-  after the chunk's state is installed). Nothing waits for the frontier here.
-- **Old owner.** Markers advance the frontier (:mod:`spark_jobs.reduce.frontier`); when it passes
-  epoch e, every key e moves away from this worker is shipped: its run is removed and its state
-  sent as chunk (k, e) into the new owner's partition. A run still waiting for its own chunk is
-  shipped the moment that chunk completes it (the key moved again before its state arrived).
-- **Windows.** Closed windows are emitted only from complete runs with no known end. A run whose
-  key is known to leave (its end epoch was seen in a marker or record) emits nothing, because a
-  record of the key under the new epoch may already sit, not late, at the new owner: the window
-  is emitted there, after the chunk is merged. Records older than the watermark are late: they go
-  to the dead-letter topic, as Spark itself would drop them.
+**Runs.** A record of key k and epoch e belongs to the run of epochs in which routing sent k here
+(:meth:`~spark_jobs.reduce.ownership.OwnershipView.run_start`). A run that starts at epoch 0, or
+whose state is here, is *complete*; a later one is *pending* until the state chunk of its start
+epoch arrives from the previous owner. Pending runs of table moves are registered when the worker
+first sees their epoch (every epoch reaches every worker in markers), so a chunk with no pending
+run is a duplicate: it is counted and ignored, and no memory of installed chunks is needed.
+Pending runs of a rehash (``SCALE``) are registered when their records or chunks arrive; each old
+owner announces *shipment done* per rehash epoch (a chunk with an empty key), after which its
+keys will get no chunk: their runs complete with what they hold.
 
-Everything is a function of (stored state, rows, watermark): a micro-batch replayed after a crash
-writes the same chunks and results again, and the receiver applies a chunk once.
+**New owner.** Records of a pending run are taken in at once: into partial rows (mergeable
+processors, merged with the chunk when it comes) or appended to the held list (the others,
+replayed onto the chunk's state). **Old owner.** Markers advance the frontier; when it passes an
+epoch, the keys that epoch moves away are shipped, a run still pending being shipped the moment
+its own chunk completes it.
+
+**Windows.** A row is emitted once the watermark reaches its window's end, from a complete run
+whose end is not known: the end is asked of the control log *as of now*, not only of the epochs
+this partition has carried, because a partition that lags in event time would otherwise emit a
+window of a key the log already moved, while the new owner holds records of that window routed
+by a router that is ahead. A row emitted again is a correction (revision + 1): a late record
+counted in it, or a partial state merged into it after a crash replay.
+
+**Records left out** are dead-lettered with their reason and counted: ``late`` (older than the
+watermark; counted in each of its windows' rows, a correction if the window was emitted),
+``too-late`` (its windows are past the correction horizon), ``future`` (further ahead of the
+batch's processing time than ``max_future_ms``: one bad clock must not move the watermark),
+``misrouted`` (not this worker's key at its epoch), ``frontier-violation`` (a record of a run
+already shipped: an unfenced router broke the frontier rule). None stops the job.
+
+Everything is a function of (stored state, rows, watermark, the control log up to the latest
+epoch seen): a micro-batch replayed after a crash writes the same chunks and results, and the
+receiver applies a chunk once.
 """
 
 from __future__ import annotations
 
-import json
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from spark_jobs.processors.interface import KeyRecords, Processor, WindowResult
+from spark_jobs.processors.batch import NEVER, BatchProcessor, Results
+from spark_jobs.processors.table import Table
 from spark_jobs.reduce.frontier import InputFrontier
 from spark_jobs.reduce.ownership import OwnershipView
-from spark_jobs.reduce.slots import KeySlot, Run, bin_of, decode_bin, encode_bin
+from spark_jobs.reduce.store import HeldRecords, StateStore
 
 DATA, MARKER, CHUNK, BAD = 0, 1, 2, -1
-
-
-class BinStore(Protocol):
-    """Where a worker's bins live: Spark's map state in the job, a dict in unit tests."""
-
-    def get(self, bin_id: int) -> bytes | None: ...
-
-    def put(self, bin_id: int, blob: bytes) -> None: ...
-
-    def remove(self, bin_id: int) -> None: ...
-
-
-class DictBinStore:
-    """A :class:`BinStore` in memory (unit tests, and the reference for the Spark adapter)."""
-
-    def __init__(self) -> None:
-        self.bins: dict[int, bytes] = {}
-
-    def get(self, bin_id: int) -> bytes | None:
-        return self.bins.get(bin_id)
-
-    def put(self, bin_id: int, blob: bytes) -> None:
-        self.bins[bin_id] = blob
-
-    def remove(self, bin_id: int) -> None:
-        self.bins.pop(bin_id, None)
+DONE_KEY = ""  # a state chunk with an empty key (never a record's key): "shipment done" for its epoch
 
 
 @dataclass(frozen=True)
 class WorkerConfig:
-    """What one worker needs to know besides its rows: who it is and how it stores state."""
+    """What one worker needs to know besides its rows: who it is and how it treats time."""
 
     worker: int
     input_partitions: tuple[str, ...]  # "topic:partition" of every input partition of the job
     job: str = ""  # the job id its chunks carry; chunks of other jobs on the same topic are skipped
-    bins: int = 64
+    workers: int = 1  # routed partitions: everyone a rehash "shipment done" goes to
     chunk_bytes: int = 512 * 1024
     heavy_keys: int = 5
     record_cost_s: float = 0.0  # simulated work per record, paid where the key's state lives (benchmarks)
+    horizon_ms: int = 0  # emitted windows are kept this long past their end for corrections
+    max_future_ms: int = 0  # records further ahead of processing time are refused (0: no bound)
 
 
 @dataclass(frozen=True)
@@ -106,7 +103,7 @@ class ChunkOut:
 
 @dataclass
 class StepResult:
-    results: list[WindowResult] = field(default_factory=list)
+    results: Results = field(default_factory=Results.empty)
     chunks: list[ChunkOut] = field(default_factory=list)
     dead: list[DeadLetter] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
@@ -116,12 +113,15 @@ class StepResult:
 
 def new_meta() -> dict[str, Any]:
     return {
-        "seen": {},
-        "known": 0,
-        "bin_due": {},
-        "bin_bytes": {},
-        "bin_keys": {},
-        "pending": {},
+        "seen": {},  # input partition -> highest marker epoch covering it here
+        "inputs": [],  # input partitions found besides the configured ones (new partitions)
+        "known": 0,  # the highest epoch seen in this partition
+        "shipped": 0,  # moves of every epoch up to this one have been shipped (or are owed)
+        "buckets": {},  # bucket -> [due, expire, rows, bytes]
+        "pending": {},  # key -> {run: {"ship_at", "ship_to", "held", "counts": {count: [indices]}}}
+        "rehash": {},  # rehash epoch -> {"done": [senders], "installed": [keys]} (as the receiver)
+        "closed": [],  # rehash epochs every sender has announced done
+        "owed_done": [],  # rehash epochs whose "shipment done" this worker still owes
         "steps": 0,
     }
 
@@ -132,125 +132,138 @@ class WorkerStep:
     def __init__(
         self,
         config: WorkerConfig,
-        processor: Processor,
+        processor: BatchProcessor,
         view: OwnershipView,
-        store: BinStore,
+        store: StateStore,
         meta: dict[str, Any] | None,
+        extra_inputs: tuple[str, ...] = (),
     ) -> None:
         self.config = config
         self.me = config.worker
         self.processor = processor
+        self.schema = processor.schema()
         self.view = view
         self.store = store
         self.meta = meta if meta is not None else new_meta()
-        self.frontier = InputFrontier(config.input_partitions, self.meta["seen"])
-        self._bins: dict[int, dict[str, KeySlot]] = {}
+        for name, value in new_meta().items():
+            self.meta.setdefault(name, value)
+        inputs = sorted(set(config.input_partitions) | set(self.meta["inputs"]) | set(extra_inputs))
+        self.meta["inputs"] = [p for p in inputs if p not in config.input_partitions]
+        self.frontier = InputFrontier(inputs, self.meta["seen"])
+        self._loaded: dict[int, Table] = {}
         self._dirty: set[int] = set()
-        self._states: dict[tuple[str, int], Any] = {}  # decoded processor states of touched runs
         self.out = StepResult()
+        self._results: list[Results] = []
         self._sent: list[dict[str, Any]] = []
         self._installed: list[dict[str, Any]] = []
-        self._duplicates = 0
-        self._late = 0
-        self._held = 0
+        self._counts: dict[str, int] = defaultdict(int)
         self._latencies: list[np.ndarray] = []
         self._records = 0
+        self._all_loaded = False
+        self._touched_keys: set[str] = set()
 
-    # --- storage ----------------------------------------------------------------------------------
+    # --- storage ------------------------------------------------------------------------------------
 
-    def _bin(self, bin_id: int) -> dict[str, KeySlot]:
-        slots = self._bins.get(bin_id)
-        if slots is None:
-            # only bins the meta knows to exist are read: a lookup of a missing one costs a JVM call
-            blob = self.store.get(bin_id) if str(bin_id) in self.meta["bin_bytes"] else None
-            slots = decode_bin(blob) if blob else {}
-            self._bins[bin_id] = slots
-        return slots
+    def _bucket(self, b: int) -> Table:
+        table = self._loaded.get(b)
+        if table is None:
+            blob = self.store.get_bucket(b) if str(b) in self.meta["buckets"] else None
+            table = Table.from_bytes(self.schema, blob) if blob else Table.empty(self.schema)
+            self._loaded[b] = table
+        return table
 
-    def _slot(self, key: str) -> KeySlot:
-        b = bin_of(key, self.config.bins)
-        slots = self._bin(b)
-        self._dirty.add(b)
-        slot = slots.get(key)
-        if slot is None:
-            slot = slots[key] = KeySlot(key)
-        return slot
+    def _load_all(self) -> None:
+        if not self._all_loaded:
+            for b in list(self.meta["buckets"]):
+                self._bucket(int(b))
+            self._all_loaded = True
 
-    def _state(self, key: str, run: Run) -> Any:
-        cached = self._states.get((key, run.start))
-        if cached is None:
-            cached = self.processor.decode(run.state) if run.state is not None else self.processor.init()
-            self._states[(key, run.start)] = cached
-        return cached
+    def _all_rows(self) -> Table:
+        self._load_all()
+        return Table.concat(
+            [self._bucket(int(b)) for b in sorted(self._loaded)] or [Table.empty(self.schema)]
+        )
 
-    def _set_state(self, key: str, run: Run, state: Any) -> None:
-        self._states[(key, run.start)] = state
+    def _put_rows(self, rows: Table, buckets: set[int]) -> None:
+        """``rows`` become the contents of ``buckets`` (each row into its own bucket)."""
+        ids = self.processor.bucket_of_rows(rows)
+        order = np.argsort(ids, kind="stable")
+        ids_sorted = ids[order]
+        present = set(np.unique(ids_sorted).tolist())
+        for b in buckets | present:
+            lo, hi = np.searchsorted(ids_sorted, [b, b + 1])
+            self._loaded[b] = rows.take(order[lo:hi])
+            self._dirty.add(b)
+
+    def _add_rows(self, rows: Table) -> None:
+        """``rows`` (of (key, run)s the buckets do not hold) added to their buckets."""
+        ids = self.processor.bucket_of_rows(rows)
+        for b in np.unique(ids).tolist():
+            self._loaded[b] = Table.concat([self._bucket(b), rows.take(np.flatnonzero(ids == b))])
+            self._dirty.add(b)
 
     def _flush(self) -> None:
-        meta = self.meta
-        heavy: list[tuple[int, str]] = []
+        meta_buckets = self.meta["buckets"]
         for b in sorted(self._dirty):
-            slots = self._bins[b]
-            due: int | None = None
-            for key, slot in list(slots.items()):
-                for run in slot.runs.values():
-                    state = self._states.get((key, run.start))
-                    if state is not None:  # touched in this step: encode it again
-                        run.state = None if self.processor.is_empty(state) else self.processor.encode(state)
-                        next_due = self.processor.next_due(state)
-                        run.due = -1 if next_due is None else int(next_due)
-                    if run.state is not None:
-                        heavy.append((len(run.state), key))
-                        if run.due >= 0 and self._emits(key, run):
-                            due = run.due if due is None else min(due, run.due)
-                if slot.empty:
-                    del slots[key]
-            if slots:
-                blob = encode_bin(slots)
-                self.store.put(b, blob)
-                meta["bin_bytes"][str(b)] = len(blob)
-                meta["bin_keys"][str(b)] = sum(1 for s in slots.values() if s.runs)
-            else:
-                self.store.remove(b)
-                meta["bin_bytes"].pop(str(b), None)
-                meta["bin_keys"].pop(str(b), None)
-            if due is None:
-                meta["bin_due"].pop(str(b), None)
-            else:
-                meta["bin_due"][str(b)] = int(due)
-        heavy.sort(reverse=True)
-        self._heavy = [{"key": k, "bytes": n} for n, k in heavy[: self.config.heavy_keys]]
+            table = self._loaded[b]
+            if not len(table):
+                if str(b) in meta_buckets:
+                    self.store.remove_bucket(b)
+                    del meta_buckets[str(b)]
+                continue
+            blob = table.to_bytes()
+            self.store.put_bucket(b, blob)
+            due, expire = self._bucket_times(table)
+            meta_buckets[str(b)] = [int(due), int(expire), len(table), len(blob)]
 
-    # --- the step ----------------------------------------------------------------------------------
+    def _bucket_times(self, table: Table) -> tuple[int, int]:
+        """When the bucket next needs a look: its earliest row due for emission (rows of runs that
+        cannot emit now do not count: an install looks at every bucket), and the earliest a row
+        may be dropped past the horizon."""
+        may = self._may_emit(table)
+        dues = self.processor.due(table)[may]
+        due = int(dues.min()) if dues.size else NEVER
+        expire = self._expiry(table)
+        expire_any = int(expire[may].min()) if may.any() else NEVER
+        return due, expire_any
+
+    def _expiry(self, table: Table) -> np.ndarray:
+        if not self.processor.windowed:
+            return np.full(len(table), NEVER, dtype=np.int64)
+        return self.processor.window_end(table) + int(self.config.horizon_ms)
+
+    # --- the step -----------------------------------------------------------------------------------
 
     def run(self, rows: pd.DataFrame | None, watermark_ms: int, now_ms: int | None = None) -> StepResult:
-        """Process ``rows`` (may be None: a timer), then emit every window closed by the watermark."""
+        """Process ``rows`` (may be None: a timer), then emit every row the watermark closed."""
         started = time.perf_counter()
-        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        self.now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
         self.watermark = int(watermark_ms)
         if rows is not None and len(rows):
             rows = rows.sort_values("offset", kind="stable").reset_index(drop=True)
-            self._consume(rows, now_ms)
+            self._consume(rows)
+        self._settle_owed_done()
         self._emit_due()
         self._flush()
         meta = self.meta
         meta["seen"] = self.frontier.seen
         meta["steps"] = int(meta["steps"]) + 1
-        dues = [int(d) for d in meta["bin_due"].values()]
+        dues = [d for b in meta["buckets"].values() for d in (b[0], b[1]) if d < NEVER]
         self.out.next_due = min(dues) if dues else None
+        self.out.results = Results.concat(self._results)
         self.out.meta = meta
         self.out.stats = self._stats(time.perf_counter() - started)
         return self.out
 
-    def _consume(self, rows: pd.DataFrame, now_ms: int) -> None:
+    def _consume(self, rows: pd.DataFrame) -> None:
         kind = rows["kind"].to_numpy()
         epochs = rows["epoch"].to_numpy()
         valid = kind != BAD
         if valid.any():
-            self.meta["known"] = max(int(self.meta["known"]), int(epochs[valid].max()))
+            self._see_epoch(int(epochs[valid].max()))
         for i in np.flatnonzero(kind == BAD):
             r = rows.iloc[i]
-            self.out.dead.append(DeadLetter(int(r["offset"]), r["raw"], "malformed", str(r["error"])))
+            self._dead(int(r["offset"]), r.get("raw"), "malformed", str(r["error"]))
         control = np.flatnonzero((kind == MARKER) | (kind == CHUNK))
         begin = 0
         for i in [*control.tolist(), len(rows)]:
@@ -258,7 +271,7 @@ class WorkerStep:
                 block = rows.iloc[begin:i]
                 block = block[block["kind"].to_numpy() == DATA]
                 if len(block):
-                    self._data(block, now_ms)
+                    self._data(block)
             if i < len(rows):
                 r = rows.iloc[i]
                 if r["kind"] == MARKER:
@@ -267,127 +280,295 @@ class WorkerStep:
                     self._chunk(r)
             begin = i + 1
 
+    def _dead(self, offset: int, raw: Any, reason: str, detail: str) -> None:
+        self.out.dead.append(
+            DeadLetter(offset, raw if isinstance(raw, bytes | bytearray) else None, reason, detail)
+        )
+        self._counts[reason] += 1
+
+    # --- epochs, pending runs -----------------------------------------------------------------------
+
+    def _see_epoch(self, epoch: int) -> None:
+        """Every epoch up to ``epoch`` has reached this partition: register the runs its table moves
+        bring here as pending (their chunks must come), in epoch order."""
+        known = int(self.meta["known"])
+        if epoch <= known:
+            return
+        pending = self.meta["pending"]
+        for e in range(known + 1, epoch + 1):
+            for key, (_old, new) in self.view.moves_at(e).items():
+                if new == self.me:
+                    pending.setdefault(key, {}).setdefault(str(e), _new_pending())
+        self.meta["known"] = epoch
+
+    def _pending(self, key: str, run: int) -> dict[str, Any] | None:
+        return self.meta["pending"].get(key, {}).get(str(run))
+
+    def _rehash_complete(self, key: str, run: int) -> bool:
+        """Whether a run started by a rehash needs no chunk any more (done, installed or closed)."""
+        if run in self.meta["closed"]:
+            return True
+        opened = self.meta["rehash"].get(str(run))
+        if opened is None:
+            return False
+        return key in opened["installed"] or self.view.owner(key, run - 1) in opened["done"]
+
+    def _is_rehash_run(self, run: int) -> bool:
+        return run > 0 and self.view.rehash_at(run) is not None
+
+    def _status(self, keys: np.ndarray, runs: np.ndarray) -> np.ndarray:
+        """Per record: True when its run is complete here, False when it waits for its chunk (a
+        rehash run not known complete becomes pending here)."""
+        complete = np.ones(keys.size, dtype=bool)
+        pending_keys = self.meta["pending"]
+        candidates = np.flatnonzero(runs > 0) if not pending_keys else np.arange(keys.size)
+        for i in candidates.tolist():
+            key, run = str(keys[i]), int(runs[i])
+            if self._pending(key, run) is not None:
+                complete[i] = False
+            elif run > 0 and self._is_rehash_run(run) and not self._rehash_complete(key, run):
+                pending_keys.setdefault(key, {})[str(run)] = _new_pending()
+                complete[i] = False
+        return complete
+
     # --- data records ------------------------------------------------------------------------------
 
-    def _data(self, block: pd.DataFrame, now_ms: int) -> None:
-        event_time = block["event_time"].to_numpy(dtype=np.int64)
-        late = event_time < self.watermark
-        if late.any():
-            for _, r in block[late].iterrows():
-                self.out.dead.append(
-                    DeadLetter(
-                        int(r["offset"]),
-                        r["raw"],
-                        "late",
-                        f"event_time {int(r['event_time'])} < watermark {self.watermark}",
-                    )
-                )
-            self._late += int(late.sum())
-            block = block[~late]
-            if not len(block):
-                return
-        self._records += len(block)
-        codes, keys = pd.factorize(block["key"], sort=False)
-        order = np.argsort(codes, kind="stable")
-        bounds = np.concatenate(([0], np.cumsum(np.bincount(codes, minlength=len(keys)))))
-        times = event_time[~late] if late.any() else event_time
-        values = block["value"].to_numpy(dtype=np.float64)
+    def _data(self, block: pd.DataFrame) -> None:
+        c = self.config
+        keys = block["key"].to_numpy(dtype=object)
+        t = block["event_time"].to_numpy(dtype=np.int64)
+        v = block["value"].to_numpy(dtype=np.float64)
         epochs = block["epoch"].to_numpy(dtype=np.int64)
-        stamps = block["timestamp"].to_numpy(dtype=np.int64)
         offsets = block["offset"].to_numpy(dtype=np.int64)
-        moved = self.view.moved_keys
-        for j, key in enumerate(keys):
-            idx = order[bounds[j] : bounds[j + 1]]
-            if key in moved:
-                seen, where = np.unique(epochs[idx], return_inverse=True)  # one lookup per epoch
-                starts = np.array([self.view.run_start(key, int(e)) for e in seen])[where]
-                owners = {self.view.owner(key, int(e)) for e in seen}
-            else:
-                starts = None
-                owners = {self.view.owner(key, int(epochs[idx[0]]))}
-            if owners != {self.me}:
-                for o in offsets[idx]:
-                    r = block.loc[block["offset"] == o].iloc[0]
-                    self.out.dead.append(
-                        DeadLetter(
-                            int(o),
-                            r["raw"],
-                            "misrouted",
-                            f"key {key!r} is not owned by worker {self.me} at its epoch",
-                        )
-                    )
-                continue
-            if starts is None:
-                self._take(key, 0, KeyRecords(times[idx], values[idx]), now_ms - stamps[idx])
-            else:
-                for s in np.unique(starts):
-                    sel = idx[starts == s]
-                    self._take(key, int(s), KeyRecords(times[sel], values[sel]), now_ms - stamps[sel])
-
-    def _take(self, key: str, start: int, records: KeyRecords, latency: np.ndarray) -> None:
-        if self.config.record_cost_s:
-            time.sleep(len(records) * self.config.record_cost_s)  # one sleep per key, not per record
-        slot = self._slot(key)
-        run = slot.runs.get(start)
-        if run is None:
-            if start <= slot.shipped_through:
-                raise AssertionError(f"records of {key!r} for run {start}, which was shipped already")
-            run = slot.runs[start] = Run(start, complete=start == 0)
-            if not run.complete:
-                self.meta["pending"][key] = start
-        if run.complete:
-            self._set_state(key, run, self.processor.process(key, records, self._state(key, run)))
-            self._latencies.append(latency)
+        stamps = block["timestamp"].to_numpy(dtype=np.int64)
+        raw = block["raw"].to_numpy() if "raw" in block else np.full(len(block), None)
+        ok = np.ones(keys.size, dtype=bool)
+        if c.max_future_ms > 0:
+            future = t > self.now_ms + c.max_future_ms
+            for i in np.flatnonzero(future).tolist():
+                self._dead(int(offsets[i]), raw[i], "future",
+                           f"event_time {int(t[i])} is more than {c.max_future_ms} ms after processing "
+                           f"time {self.now_ms}")  # fmt: skip
+            ok &= ~future
+        owner, run = self.view.owners(keys, epochs)
+        misrouted = ok & (owner != self.me)
+        for i in np.flatnonzero(misrouted).tolist():
+            detail = f"key {keys[i]!r} is not owned by worker {self.me} at epoch {int(epochs[i])}"
+            self._dead(int(offsets[i]), raw[i], "misrouted", detail)
+        ok &= ~misrouted
+        violation = ok & self._shipped_runs(keys, run)
+        for i in np.flatnonzero(violation).tolist():
+            detail = (
+                f"key {keys[i]!r}, epoch {int(epochs[i])}: its run (from epoch {int(run[i])}) was shipped "
+                "when the frontier passed its end; the record came after it (an unfenced router)"
+            )
+            self._dead(int(offsets[i]), raw[i], "frontier-violation", detail)
+        ok &= ~violation
+        # a run a rehash brought here waits for its chunk, late records' runs too: their exclusion
+        # rows are partial rows of that run, merged when the state arrives (never shipped before)
+        if ok.any():
+            self._status(keys[ok], run[ok])
+        late = ok & (t < self.watermark)
+        if late.any():
+            self._exclude(keys[late], run[late], t[late], offsets[late], raw[late])
+        fresh = ok & ~late
+        if not fresh.any():
             return
-        run.held += len(records)
-        self._held += len(records)
-        if self.processor.mergeable:
-            self._set_state(key, run, self.processor.process(key, records, self._state(key, run)))
+        keys, run, t, v = keys[fresh], run[fresh], t[fresh], v[fresh]
+        stamps, offsets = stamps[fresh], offsets[fresh]
+        self._records += keys.size
+        if c.record_cost_s:
+            time.sleep(keys.size * c.record_cost_s)
+        complete = self._status(keys, run)
+        self._latencies.append(self.now_ms - stamps[complete])
+        if self.processor.mergeable or complete.all():
+            self._fold(keys, run, t, v)
         else:
-            held = KeyRecords.decode(run.buffered) if run.buffered else None
-            run.buffered = (KeyRecords.concat([held, records]) if held is not None else records).encode()
+            self._fold(keys[complete], run[complete], t[complete], v[complete])
+            held = ~complete
+            self._hold(keys[held], run[held], offsets[held], t[held], v[held])
+        held_count = int((~complete).sum())
+        if held_count:
+            self._counts["held"] += held_count
+            for key, r in zip(keys[~complete].tolist(), run[~complete].tolist(), strict=True):
+                self._pending(str(key), int(r))["held"] += 1  # type: ignore[index]
+
+    def _shipped_runs(self, keys: np.ndarray, runs: np.ndarray) -> np.ndarray:
+        """Records of runs this worker has shipped already: their run ended at an epoch whose moves
+        were shipped (the frontier passed it). Asked only of keys that can have an end."""
+        out = np.zeros(keys.size, dtype=bool)
+        shipped = int(self.meta["shipped"])
+        if shipped <= 0:
+            return out
+        moved = self.view.moved_keys
+        rehash = any(e <= shipped for e in self.view.rehash_epochs)
+        suspects = (
+            np.arange(keys.size)
+            if rehash
+            else np.flatnonzero(np.fromiter((k in moved for k in keys.tolist()), dtype=bool, count=keys.size))
+        )
+        seen: dict[tuple[str, int], bool] = {}
+        for i in suspects.tolist():
+            ident = (str(keys[i]), int(runs[i]))
+            if ident not in seen:
+                end = self.view.run_end(ident[0], ident[1], shipped)
+                seen[ident] = end is not None
+            out[i] = seen[ident]
+        return out
+
+    def _windows_of(self, keys: np.ndarray, t: np.ndarray) -> np.ndarray:
+        return self.processor.buckets_of_records(keys, t)
+
+    def _fold(self, keys: np.ndarray, runs: np.ndarray, t: np.ndarray, v: np.ndarray) -> None:
+        if not keys.size:
+            return
+        buckets = set(np.unique(self._windows_of(keys, t)).tolist())
+        state = Table.concat([self._bucket(b) for b in sorted(buckets)] or [Table.empty(self.schema)])
+        folded = self.processor.fold(state, keys, runs, t, v)
+        self._put_rows(folded, buckets)
+        self._touched_keys.update(np.unique(keys).tolist()[: 10 * self.config.heavy_keys])
+
+    def _hold(
+        self, keys: np.ndarray, runs: np.ndarray, seq: np.ndarray, t: np.ndarray, v: np.ndarray
+    ) -> None:
+        if keys.size:
+            self.store.append_held(HeldRecords(keys, runs, seq, t, v))
+
+    def _exclude(
+        self, keys: np.ndarray, runs: np.ndarray, t: np.ndarray, offsets: np.ndarray, raw: np.ndarray
+    ) -> None:
+        """Late records: counted in the rows of their windows still within the horizon (dead-
+        lettered as ``late``), else dead-lettered as ``too-late``."""
+        p = self.processor
+        horizon = int(self.config.horizon_ms)
+        if p.windowed:
+            index, starts = p.windows.assign(t)
+            alive = starts + p.windows.size_ms + horizon > self.watermark
+            counted = np.zeros(t.size, dtype=bool)
+            counted[index[alive]] = True
+        else:
+            counted = np.zeros(t.size, dtype=bool)
+        for i in range(t.size):
+            reason = "late" if counted[i] else "too-late"
+            where = (
+                "counted in its windows' rows"
+                if counted[i]
+                else "its windows are past the correction horizon"
+            )
+            self._dead(
+                int(offsets[i]),
+                raw[i],
+                reason,
+                f"event_time {int(t[i])} < watermark {self.watermark}; {where}",
+            )
+        if counted.any() and p.windowed:
+            idx = np.flatnonzero(counted)
+            index, starts = p.windows.assign(t[idx])
+            alive = starts + p.windows.size_ms + horizon > self.watermark
+            buckets = set(starts[alive].tolist())
+            state = Table.concat([self._bucket(b) for b in sorted(buckets)] or [Table.empty(self.schema)])
+            updated = p.exclude(state, keys[idx][index[alive]], runs[idx][index[alive]], starts[alive])
+            self._put_rows(updated, buckets)
+            self._counts["excluded"] += int(counted.sum())
 
     # --- markers and shipping ----------------------------------------------------------------------
 
     def _marker(self, r: pd.Series) -> None:
         if int(r["marker_worker"]) != self.me:
-            self.out.dead.append(
-                DeadLetter(
-                    int(r["offset"]),
-                    r["raw"],
-                    "misdirected-marker",
-                    f"marker for worker {int(r['marker_worker'])} in partition {self.me}",
-                )
-            )
+            self._dead(int(r["offset"]), r.get("raw"), "misdirected-marker",
+                       f"marker for worker {int(r['marker_worker'])} in partition {self.me}")  # fmt: skip
             return
-        before = self.frontier.frontier
-        after = self.frontier.observe(int(r["epoch"]), list(r["covers"]) if r["covers"] is not None else [])
-        for epoch in range(max(before, 0) + 1, after + 1):
-            for key, (old, new) in self.view.moves_at(epoch).items():
-                if old == self.me:
-                    self._ship(key, epoch, new)
+        covers = list(r["covers"]) if r["covers"] is not None else []
+        for pid in covers:
+            if pid not in self.frontier._known:  # a new input partition: it joins the frontier
+                self.frontier = InputFrontier([*self.frontier.partitions, pid], self.frontier.seen)
+                self.meta["inputs"] = sorted({*self.meta["inputs"], pid} - set(self.config.input_partitions))
+        after = self.frontier.observe(int(r["epoch"]), covers)
+        shipped = int(self.meta["shipped"])
+        for epoch in range(shipped + 1, after + 1):
+            self._ship_epoch(epoch)
+            self.meta["shipped"] = epoch
+
+    def _ship_epoch(self, epoch: int) -> None:
+        """Ship everything ``epoch`` moves away from this worker."""
+        moving = [(k, old, new) for k, (old, new) in self.view.moves_at(epoch).items() if old == self.me]
+        rehash = self.view.rehash_at(epoch)
+        if rehash is not None:
+            moving = self._rehash_moves(epoch)
+            self.meta["owed_done"].append(epoch)
+        for key, _old, new in moving:
+            self._ship(key, epoch, new)
+
+    def _rehash_moves(self, epoch: int) -> list[tuple[str, int, int]]:
+        """Every key held here (in state, held or pending) whose owner changes at ``epoch``."""
+        rows = self._all_rows()
+        keys = set(rows.key.tolist()) | set(self.meta["pending"])
+        keys |= set(self.store.held().key.tolist()) if not self.processor.mergeable else set()
+        if not keys:
+            return []
+        arr = np.array(sorted(keys), dtype=object)
+        before, _ = self.view.owners(arr, np.full(arr.size, epoch - 1, dtype=np.int64))
+        after, _ = self.view.owners(arr, np.full(arr.size, epoch, dtype=np.int64))
+        return [
+            (str(k), int(b), int(a))
+            for k, b, a in zip(arr.tolist(), before.tolist(), after.tolist(), strict=True)
+            if b == self.me and a != self.me
+        ]
 
     def _ship(self, key: str, epoch: int, to: int) -> None:
         start = self.view.run_start(key, epoch - 1)
-        slot = self._slot(key)
-        run = slot.runs.get(start)
-        if run is None:
-            run = slot.runs[start] = Run(start, complete=start == 0)
-            if not run.complete:
-                self.meta["pending"][key] = start
-        if not run.complete:
-            run.ship_at, run.ship_to = epoch, to  # shipped when its own chunk completes it
+        entry = self._pending(key, start)
+        if entry is None and self._is_rehash_run(start) and not self._rehash_complete(key, start):
+            # a rehash brought the key here and its old owner has not said done: state may still come
+            entry = self.meta["pending"].setdefault(key, {}).setdefault(str(start), _new_pending())
+        if entry is not None:  # its own chunk has not come: ship when it does
+            entry["ship_at"], entry["ship_to"] = epoch, to
             return
-        state = self._state(key, run)
-        blob = self.processor.encode(state)
+        rows = self._take_rows(key, start)
+        self._send(key, epoch, to, rows)
+
+    def _take_rows(self, key: str, run: int) -> Table:
+        """The rows of (key, run), removed from the state."""
+        everything = self._all_rows()
+        mine = (everything.key == key) & (everything.run == run)
+        if mine.any():
+            for b, table in list(self._loaded.items()):
+                keep = ~((table.key == key) & (table.run == run))
+                if not keep.all():
+                    self._loaded[b] = table.take(np.flatnonzero(keep))
+                    self._dirty.add(b)
+        return everything.take(np.flatnonzero(mine))
+
+    def _send(self, key: str, epoch: int, to: int, rows: Table) -> None:
+        blob = rows.to_bytes()
         size = self.config.chunk_bytes
         pieces = [blob[i : i + size] for i in range(0, len(blob), size)] or [b""]
         for index, piece in enumerate(pieces):
             self.out.chunks.append(ChunkOut(key, epoch, self.me, to, index, len(pieces), piece))
         self._sent.append({"key": key, "epoch": epoch, "worker": to, "bytes": len(blob)})
-        del slot.runs[start]
-        self._states.pop((key, start), None)
-        slot.shipped_through = max(slot.shipped_through, start)
+
+    def _settle_owed_done(self) -> None:
+        """Announce "shipment done" for a rehash epoch once nothing owed for it can still come here.
+
+        Owed: the state of every run here that ends at the epoch. Still to come: a pending run whose
+        chunk has not arrived, or the state of any key from an earlier rehash that is not closed
+        here yet (its old owners have not all announced done), whose run may end at this epoch."""
+        still = []
+        closed = set(self.meta["closed"])
+        for epoch in self.meta["owed_done"]:
+            earlier_open = any(e < epoch and e not in closed for e in self.view.rehash_epochs)
+            waiting = earlier_open or any(
+                self.view.run_end(key, int(run), epoch) is not None
+                for key, runs in self.meta["pending"].items()
+                for run in runs
+            )
+            if waiting:
+                still.append(epoch)
+                continue
+            for w in range(self.config.workers):
+                if w != self.me:
+                    self.out.chunks.append(ChunkOut(DONE_KEY, epoch, self.me, w, 0, 0, b""))
+        self.meta["owed_done"] = still
 
     # --- chunks ------------------------------------------------------------------------------------
 
@@ -396,119 +577,222 @@ class WorkerStep:
             return  # another reduce job's state, on the same routed topic
         key, epoch = str(r["key"]), int(r["epoch"])
         sender = int(r["chunk_from"])
+        if int(r["chunk_to"]) != self.me:
+            self._dead(
+                int(r["offset"]),
+                r.get("raw"),
+                "misdirected-chunk",
+                f"chunk for worker {int(r['chunk_to'])} in partition {self.me}",
+            )
+            return
+        if key == DONE_KEY:
+            self._done(epoch, sender)
+            return
         if (
-            int(r["chunk_to"]) != self.me
-            or epoch > self.view.epoch
+            epoch > self.view.epoch
             or self.view.owner(key, epoch) != self.me
             or self.view.run_start(key, epoch) != epoch
         ):
-            self.out.dead.append(
-                DeadLetter(
-                    int(r["offset"]),
-                    r["raw"],
-                    "misdirected-chunk",
-                    f"chunk ({key!r}, {epoch}) does not start a run of worker {self.me}",
-                )
-            )
+            self._dead(int(r["offset"]), r.get("raw"), "misdirected-chunk",
+                       f"chunk ({key!r}, {epoch}) does not start a run of worker {self.me}")  # fmt: skip
             return
-        slot = self._slot(key)
-        run = slot.runs.get(epoch)
-        if epoch <= slot.shipped_through or (run is not None and run.complete):
-            self._duplicates += 1
-            return
-        if run is None:
-            run = slot.runs[epoch] = Run(epoch, complete=False)
-        index, count = int(r["chunk_index"]), int(r["chunk_count"])
-        if run.piece_count and run.piece_count != count:
-            raise AssertionError(
-                f"chunk ({key!r}, {epoch}) announced {count} pieces, earlier {run.piece_count}"
-            )
-        run.piece_count = count
-        run.pieces[str(index)] = bytes(r["chunk_state"])
-        if len(run.pieces) < count:
-            return
-        blob = b"".join(run.pieces[str(i)] for i in range(count))
-        earlier = self.processor.decode(blob) if blob else self.processor.init()
-        if self.processor.mergeable:
-            partial = self._states.get((key, epoch))
-            if partial is None and run.state is not None:
-                partial = self.processor.decode(run.state)
-            state = earlier if partial is None else self.processor.merge(earlier, partial)
+        entry = self._pending(key, epoch)
+        if entry is None:
+            if not self._is_rehash_run(epoch) or self._rehash_complete(key, epoch):
+                self._counts["duplicate_chunks"] += 1  # installed already (or nothing was owed)
+                return
+            entry = self.meta["pending"].setdefault(key, {}).setdefault(str(epoch), _new_pending())
+        count, index = int(r["chunk_count"]), int(r["chunk_index"])
+        blob = bytes(r["chunk_state"]) if r["chunk_state"] is not None else b""
+        if count > 1:
+            got = entry["counts"].setdefault(str(count), [])
+            if index not in got:
+                self.store.put_piece(_piece(key, epoch, count, index), blob)
+                got.append(index)
+            if len(got) < count:
+                return
+            blob = b"".join(self.store.get_piece(_piece(key, epoch, count, i)) or b"" for i in range(count))
+        self._install(key, epoch, blob, sender, entry)
+
+    def _install(self, key: str, run: int, blob: bytes, sender: int, entry: dict[str, Any]) -> None:
+        p = self.processor
+        earlier = Table.from_bytes(self.schema, blob) if blob else Table.empty(self.schema)
+        earlier.run = np.full(len(earlier), run, dtype=np.int64)  # the sender's run ids are its own
+        partial = self._take_rows(key, run)
+        if p.mergeable:
+            state = p.merge(earlier, partial) if len(partial) else earlier
         else:
-            state = earlier
-            if run.buffered:
-                state = self.processor.process(key, KeyRecords.decode(run.buffered), state)
-        run.buffered = None
-        run.pieces = {}
-        run.piece_count = 0
-        run.complete = True
-        self._set_state(key, run, state)
-        self.meta["pending"].pop(key, None)
-        self._installed.append({"key": key, "epoch": epoch, "worker": sender, "bytes": len(blob)})
-        if run.ship_at >= 0:
-            self._ship(key, run.ship_at, run.ship_to)
+            # a non-mergeable run holds its records, not rows: its partial rows only count exclusions
+            state = p.combine(Table.concat([earlier, partial]))
+            held = self._take_held(key, run)
+            if len(held):
+                order = np.argsort(held.seq, kind="stable")
+                h = held.take(order)
+                state = p.fold(state, h.key, h.run, h.event_time, h.value)
+        self._finish_pending(key, run, entry)
+        if self._is_rehash_run(run):
+            opened = self.meta["rehash"].setdefault(str(run), {"done": [], "installed": []})
+            opened["installed"].append(key)
+        self._installed.append({"key": key, "epoch": run, "worker": sender, "bytes": len(blob)})
+        # a run that ended while its state was on the way (the key moved on, a rehash came after)
+        # goes on at once to the owner from its end: this worker's shipping for that epoch is past
+        end = self.view.run_end(key, run, int(self.meta["shipped"]))
+        if end is not None:
+            self._send(key, end, self.view.owner(key, end), state)
+            return
+        self._add_rows(state)
+
+    def _take_held(self, key: str, run: int) -> HeldRecords:
+        held = self.store.held()
+        mine = (held.key == key) & (held.run == run)
+        if mine.any():
+            self.store.replace_held(held.take(np.flatnonzero(~mine)))
+        return held.take(np.flatnonzero(mine))
+
+    def _finish_pending(self, key: str, run: int, entry: dict[str, Any]) -> None:
+        for count, got in entry.get("counts", {}).items():
+            for index in got:
+                self.store.remove_piece(_piece(key, run, int(count), int(index)))
+        runs = self.meta["pending"].get(key, {})
+        runs.pop(str(run), None)
+        if not runs:
+            self.meta["pending"].pop(key, None)
+        self._load_all()  # its rows in every bucket may emit now: they are looked at this step
+
+    def _done(self, epoch: int, sender: int) -> None:
+        """A sender's "shipment done" for rehash epoch ``epoch``: its keys' runs here complete."""
+        if epoch in self.meta["closed"]:
+            self._counts["duplicate_chunks"] += 1
+            return
+        opened = self.meta["rehash"].setdefault(str(epoch), {"done": [], "installed": []})
+        if sender in opened["done"]:
+            self._counts["duplicate_chunks"] += 1
+            return
+        opened["done"].append(sender)
+        for key, runs in list(self.meta["pending"].items()):
+            entry = runs.get(str(epoch))
+            if entry is None or self.view.owner(key, epoch - 1) != sender:
+                continue
+            self._install(key, epoch, b"", sender, entry)  # nothing to merge: complete with what is here
+            self._installed.pop()  # not a chunk
+        if len(opened["done"]) >= self.config.workers - 1:
+            del self.meta["rehash"][str(epoch)]
+            self.meta["closed"].append(epoch)
 
     # --- emission ----------------------------------------------------------------------------------
 
-    def _emits(self, key: str, run: Run) -> bool:
-        """May this run emit closed windows? Complete, and no end known (see the module docstring)."""
-        if not run.complete or run.ship_at >= 0:
-            return False
-        if key not in self.view.moved_keys:
-            return True
-        return self.view.run_end(key, run.start, min(int(self.meta["known"]), self.view.epoch)) is None
+    def _may_emit(self, rows: Table) -> np.ndarray:
+        """Per row: its run is complete here and has no known end (asked of the log as of now)."""
+        may = np.ones(len(rows), dtype=bool)
+        if not len(rows):
+            return may
+        pending = self.meta["pending"]
+        moved = self.view.moved_keys
+        rehash = bool(self.view.rehash_epochs)
+        latest = self.view.epoch
+        check: dict[tuple[str, int], bool] = {}
+        keys, runs = rows.key.tolist(), rows.run.tolist()
+        for i, (key, run) in enumerate(zip(keys, runs, strict=True)):
+            if not (rehash or run or key in moved or key in pending):
+                continue
+            ident = (key, run)
+            ok = check.get(ident)
+            if ok is None:
+                ok = self._pending(key, run) is None and self.view.run_end(key, run, latest) is None
+                check[ident] = ok
+            may[i] = ok
+        return may
 
     def _emit_due(self) -> None:
-        due_bins = {int(b) for b, d in self.meta["bin_due"].items() if int(d) <= self.watermark}
-        for b in sorted(due_bins | self._dirty):
-            slots = self._bin(b)
-            for key, slot in slots.items():
-                for run in slot.runs.values():
-                    if not self._emits(key, run):
-                        continue
-                    state = self._states.get((key, run.start))
-                    if state is None:  # untouched: its stored due time says whether to decode it
-                        if run.due < 0 or run.due > self.watermark:
-                            continue
-                        state = self._state(key, run)
-                    due = self.processor.next_due(state)
-                    if due is None or due > self.watermark:
-                        continue
-                    results, state = self.processor.emit(key, state, self.watermark)
-                    self._set_state(key, run, state)
-                    self.out.results.extend(results)
-                    self._dirty.add(b)
+        wm = self.watermark
+        for b, (due, expire, _rows, _bytes) in list(self.meta["buckets"].items()):
+            if due <= wm or expire <= wm:
+                self._bucket(int(b))
+        for b in sorted(self._loaded):
+            table = self._loaded[b]
+            if not len(table):
+                continue
+            may = self._may_emit(table)
+            results, table = self.processor.emit(table, wm, may)
+            if len(results):
+                self._results.append(results)
+                self._counts["corrections"] += int((results.revision > 0).sum())
+                self._dirty.add(b)
+            drop = may & (self._expiry(table) <= wm) & ~table.columns["dirty"].astype(bool)
+            if drop.any():
+                table = table.take(np.flatnonzero(~drop))
+                self._dirty.add(b)
+            self._loaded[b] = table
 
     # --- stats -------------------------------------------------------------------------------------
 
     def _stats(self, busy_s: float) -> dict[str, Any]:
         meta = self.meta
         lat = np.concatenate(self._latencies) if self._latencies else np.zeros(0)
+        heavy = self._heavy()
+        counts = self._counts
         return {
             "worker": self.me,
             "epoch": int(meta["known"]),
             "records": self._records,
             "busy_ms": busy_s * 1000.0,
-            "state_bytes": int(sum(meta["bin_bytes"].values())),
-            "state_keys": int(sum(meta["bin_keys"].values())),
+            "state_bytes": int(sum(b[3] for b in meta["buckets"].values())),
+            "state_keys": int(sum(b[2] for b in meta["buckets"].values())),
             "frontier_epoch": self.frontier.frontier,
             "watermark_ms": self.watermark,
             "step": int(meta["steps"]),
-            "late_records": self._late,
-            "held_records": self._held,
+            "late_records": counts["late"] + counts["too-late"],
+            "held_records": counts["held"],
             "pending_keys": len(meta["pending"]),
-            "duplicate_chunks": self._duplicates,
-            "heavy_state": self._heavy,
+            "duplicate_chunks": counts["duplicate_chunks"],
+            "heavy_state": heavy,
             "chunks_sent": self._sent,
             "chunks_installed": self._installed,
             "flow_latency_p50_ms": float(np.percentile(lat, 50)) if len(lat) else 0.0,
             "flow_latency_p99_ms": float(np.percentile(lat, 99)) if len(lat) else 0.0,
+            "excluded_records": counts["excluded"],
+            "refused_records": counts["future"],
+            "violations": counts["misrouted"]
+            + counts["frontier-violation"]
+            + counts["misdirected-chunk"]
+            + counts["misdirected-marker"]
+            + counts["malformed"],
+            "corrections": counts["corrections"],
+            "state_buckets": len(meta["buckets"]),
         }
+
+    def _heavy(self) -> list[dict[str, Any]]:
+        """The keys touched in the step with the most state rows (bytes estimated per row)."""
+        if not self._touched_keys or not self._loaded:
+            return []
+        rows = Table.concat(list(self._loaded.values()))
+        if not len(rows):
+            return []
+        per_row = max(
+            1,
+            sum(b[3] for b in self.meta["buckets"].values())
+            // max(1, sum(b[2] for b in self.meta["buckets"].values())),
+        )
+        keys, counts = np.unique(rows.key, return_counts=True)
+        top = np.argsort(-counts, kind="stable")[: self.config.heavy_keys]
+        return [{"key": str(keys[i]), "bytes": int(counts[i] * per_row)} for i in top.tolist()]
+
+
+def _new_pending() -> dict[str, Any]:
+    return {"ship_at": -1, "ship_to": -1, "held": 0, "counts": {}}
+
+
+def _piece(key: str, run: int, count: int, index: int) -> str:
+    return f"{run}\x00{count}\x00{index}\x00{key}"
 
 
 def dump_meta(meta: dict[str, Any]) -> bytes:
+    import json
+
     return json.dumps(meta, sort_keys=True).encode()
 
 
 def load_meta(blob: bytes | None) -> dict[str, Any] | None:
+    import json
+
     return None if not blob else json.loads(blob)

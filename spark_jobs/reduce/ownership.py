@@ -1,38 +1,43 @@
 """Who owns a key at an epoch: the reduce workers' view of the routing history in the control log.
 
 Why a history and not the current table: a worker holds a key's state for one *run* of epochs
-``[start, end)`` in which the routing table sends the key to it. For a record of epoch ``e`` it must
-know which run the record belongs to (:meth:`OwnershipView.run_start`), whether that run has a
-known end (the key moves away at ``end``: ship the state once the frontier reaches it), and which
-keys an epoch moves away (:meth:`OwnershipView.moves_at`). The control log is immutable and its
-epochs are dense, so every answer is a function of the epochs folded so far: a micro-batch replayed
-after a crash asks the same questions about the same epochs and gets the same answers. That is why
-every query names an epoch the caller has *seen in its data* (a marker or a record carries it), and
-the view refuses questions about epochs it has not folded instead of answering with less.
+``[start, end)`` in which routing sends the key to it. For a record of epoch ``e`` it must know
+which run the record belongs to (:meth:`OwnershipView.run_start`), whether that run has a known end
+(the key moves away at ``end``: ship the state once the frontier reaches it), and which keys an
+epoch moves (:meth:`OwnershipView.moves_at`, :meth:`OwnershipView.rehash_at`). The control log is
+immutable and its epochs are dense, so every answer about an epoch is a function of the log up to
+that epoch: a replayed micro-batch gets the same answers. The view refuses questions about epochs
+it has not folded instead of answering with less.
 
-Only keys whose owner ever changed are kept (the keys a routing update or snapshot names); every
-other key is owned by its hash home for the whole life of the deployment.
+Two kinds of ownership change:
 
-Decision: a change of the hash itself (``SCALE``, or a snapshot with another worker count) would
-move an unbounded set of hashed keys, which no worker can enumerate for the receiver to wait on.
-The view refuses such a log with :class:`UnsupportedOwnershipChange` (the job stops with that
-message) until scaling brings its manifest of moved keys (the controller's issue).
+* **Table moves**: a ``ROUTING_UPDATE`` (or a snapshot with another table) pins keys to workers or
+  hands them back to the hash. The view records, per key it ever named, the epochs its pin changed.
+* **Rehash**: a ``SCALE`` (or a snapshot with another worker count) changes the hash modulus, so
+  every unpinned key whose ``murmur2 % n`` changes moves, an unbounded set the view does not list:
+  it records the epochs the modulus changed, and owners follow from the key itself
+  (:meth:`OwnershipView.owners` does it for many keys at once). The old owners know the keys they
+  hold and ship them; the new owners learn from each old owner's *shipment done* announcement
+  that no more chunks will come (the reduce engine).
+
+Memory: one entry per key ever named by the table (not per key ever seen) and one per modulus
+change; rebuilt from the log's genesis when a worker process starts.
 """
 
 from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import KeysView, Mapping
+from collections.abc import KeysView, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from ballast.control.state import ControlLogError, StateBuilder, initial_state
+from ballast.routing.murmur2 import kafka_partition, kafka_partition_array, murmur2_array
 
 Move = tuple[int, int]  # (from worker, to worker)
-
-
-class UnsupportedOwnershipChange(ControlLogError):
-    """A control event moves hashed keys (the worker count changed): not migratable yet."""
+UNPINNED = -1
 
 
 class EpochNotFolded(LookupError):
@@ -45,12 +50,16 @@ def _body(event: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 class OwnershipView:
-    """The routing history of moved keys, folded event by event from the log's genesis."""
+    """The routing history, folded event by event from the log's genesis."""
 
     def __init__(self, routed_partitions: int) -> None:
         self._builder = StateBuilder(initial_state(routed_partitions))
-        self._changes: dict[str, list[tuple[int, int]]] = {}  # key -> [(epoch, owner from then)]
+        self._pins: dict[str, list[tuple[int, int]]] = {}  # key -> [(epoch, pinned worker | -1)]
+        self._moduli: list[tuple[int, int]] = []  # [(epoch, hash modulus from then)], epoch ascending
+        self._rehash: list[int] = []  # epochs at which the modulus changed
         self._moves: dict[int, dict[str, Move]] = {}
+
+    # --- folding ----------------------------------------------------------------------------------
 
     @property
     def epoch(self) -> int:
@@ -59,77 +68,156 @@ class OwnershipView:
 
     @property
     def moved_keys(self) -> KeysView[str]:
-        """The keys that ever moved: a live view, O(1) per membership test (asked per key and step)."""
-        return self._changes.keys()
+        """The keys the table ever named: a live view, O(1) per membership test."""
+        return self._pins.keys()
+
+    @property
+    def rehash_epochs(self) -> Sequence[int]:
+        return self._rehash
 
     def apply(self, event: Mapping[str, Any]) -> None:
-        """Fold one event (in log order), recording which keys it moves from which worker to which."""
+        """Fold one event (in log order)."""
         builder = self._builder
         etype = event["type"]
         body = _body(event)
         genesis = not builder.started
-        if etype == "SCALE" and int(body["num_workers"]) != builder.num_workers and not genesis:
-            raise UnsupportedOwnershipChange(self._rehash_message(int(event["epoch"]), etype))
-        if etype == "TABLE_SNAPSHOT" and not genesis and int(body["num_workers"]) != builder.num_workers:
-            raise UnsupportedOwnershipChange(self._rehash_message(int(event["epoch"]), etype))
         if etype == "ROUTING_UPDATE":
             named = set(body.get("assign", {})) | set(body.get("unassign", []))
-        elif etype == "TABLE_SNAPSHOT" and not genesis:
+        elif etype in ("TABLE_SNAPSHOT", "SCALE") and not genesis:
             named = {k.decode("utf-8") for k in builder.pinned()} | set(body.get("table", {}))
         else:
             named = set()
+        n_before = builder.num_workers
         before = {k: builder.route(k.encode("utf-8")) for k in named}
-        if not builder.apply(event) or genesis:
+        if not builder.apply(event):
             return
         epoch = builder.epoch
+        if genesis:
+            self._moduli = [(epoch, builder.num_workers)]
+            for kb in builder.pinned():  # pinned from the start: owned by their pin, not their home
+                self._pins[kb.decode("utf-8")] = [(0, builder.route(kb))]
+            return
+        if builder.num_workers != n_before:
+            self._moduli.append((epoch, builder.num_workers))
+            self._rehash.append(epoch)
+        pinned = builder.pinned()
         moves: dict[str, Move] = {}
-        for key, old in before.items():
-            new = builder.route(key.encode("utf-8"))
-            if new != old:
-                moves[key] = (old, new)
-                self._changes.setdefault(key, [(0, old)]).append((epoch, new))
+        for key in named:
+            kb = key.encode("utf-8")
+            pin = builder.route(kb) if kb in pinned else UNPINNED
+            history = self._pins.get(key)
+            if pin != (history[-1][1] if history else UNPINNED):
+                if history is None:
+                    history = self._pins[key] = [(0, UNPINNED)]
+                history.append((epoch, pin))
+            new = builder.route(kb)
+            if new != before[key] and builder.num_workers == n_before:
+                moves[key] = (before[key], new)
         if moves:
             self._moves[epoch] = moves
-
-    @staticmethod
-    def _rehash_message(epoch: int, etype: str) -> str:
-        return (
-            f"epoch {epoch}: {etype} changes the number of hashed workers; the reduce job cannot "
-            "migrate hashed keys yet (it moves only keys the routing table names)"
-        )
 
     def _check(self, epoch: int) -> None:
         if epoch > self.epoch:
             raise EpochNotFolded(f"epoch {epoch} is beyond the control log folded so far ({self.epoch})")
 
+    # --- questions about one key -----------------------------------------------------------------
+
+    def modulus(self, epoch: int) -> int:
+        """The hash modulus (active workers) at ``epoch``."""
+        self._check(epoch)
+        i = bisect.bisect_right(self._moduli, (epoch, 1 << 62)) - 1
+        return self._moduli[max(i, 0)][1]
+
+    def _pin(self, key: str, epoch: int) -> int:
+        history = self._pins.get(key)
+        if history is None:
+            return UNPINNED
+        return history[bisect.bisect_right(history, (epoch, 1 << 62)) - 1][1]
+
     def owner(self, key: str, epoch: int) -> int:
         """The worker routing sent ``key`` to under ``epoch``."""
         self._check(epoch)
-        changes = self._changes.get(key)
-        if changes is None:
-            return self._builder.route(key.encode("utf-8"))
-        return changes[bisect.bisect_right(changes, (epoch, 1 << 62)) - 1][1]
+        pin = self._pin(key, epoch)
+        return pin if pin != UNPINNED else kafka_partition(key.encode("utf-8"), self.modulus(epoch))
+
+    def _changes(self, key: str) -> list[int]:
+        """Epochs at which ``key``'s owner may change: its pin changes and every rehash."""
+        pins = [e for e, _ in self._pins.get(key, ()) if e > 0]
+        return sorted(set(pins) | set(self._rehash)) if self._rehash else pins
 
     def run_start(self, key: str, epoch: int) -> int:
         """First epoch of the run of epochs (same owner, no interruption) that contains ``epoch``."""
         self._check(epoch)
-        changes = self._changes.get(key)
-        if changes is None:
-            return 0
-        return changes[bisect.bisect_right(changes, (epoch, 1 << 62)) - 1][0]
+        changes = self._changes(key)
+        for c in reversed(changes[: bisect.bisect_right(changes, epoch)]):
+            if self.owner(key, c) != self.owner(key, c - 1):
+                return c
+        return 0
 
     def run_end(self, key: str, start: int, known: int) -> int | None:
         """The epoch at which the run starting at ``start`` ends, if that is known by ``known``."""
         self._check(known)
-        for epoch, _owner in self._changes.get(key, ()):
-            if start < epoch <= known:
-                return epoch
+        changes = self._changes(key)
+        for c in changes[bisect.bisect_right(changes, start) :]:
+            if c > known:
+                return None
+            if self.owner(key, c) != self.owner(key, c - 1):
+                return c
         return None
 
     def moves_at(self, epoch: int) -> Mapping[str, Move]:
-        """The keys ``epoch`` moves, each with its (old owner, new owner)."""
+        """The table moves of ``epoch``: each key with its (old owner, new owner)."""
         self._check(epoch)
         return self._moves.get(epoch, {})
+
+    def rehash_at(self, epoch: int) -> tuple[int, int] | None:
+        """(modulus before, modulus after) when ``epoch`` changed the hash modulus, else None."""
+        self._check(epoch)
+        i = bisect.bisect_left(self._rehash, epoch)
+        if i < len(self._rehash) and self._rehash[i] == epoch:
+            return self.modulus(epoch - 1), self.modulus(epoch)
+        return None
+
+    # --- questions about many keys at once (the batch path) -------------------------------------
+
+    def owners(self, keys: np.ndarray, epochs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(owner, run start) of each (key, epoch) pair, vectorised over the keys the table never
+        named (their owner is the hash at the epoch's modulus); named keys are answered one by one."""
+        n = keys.size
+        owner = np.empty(n, dtype=np.int64)
+        start = np.zeros(n, dtype=np.int64)
+        if not n:
+            return owner, start
+        self._check(int(epochs.max()))
+        named = np.fromiter((k in self._pins for k in keys.tolist()), dtype=bool, count=n)
+        plain = np.flatnonzero(~named)
+        if plain.size:
+            uniq, inverse = np.unique(keys[plain], return_inverse=True)
+            hashes = murmur2_array([k.encode("utf-8") for k in uniq.tolist()])
+            e = epochs[plain]
+            moduli = np.array([self.modulus(int(x)) for x in np.unique(e)])
+            _epochs, e_inv = np.unique(e, return_inverse=True)
+            owner_plain = np.empty(plain.size, dtype=np.int64)
+            for j, m in enumerate(moduli.tolist()):
+                sel = e_inv == j
+                owner_plain[sel] = kafka_partition_array(hashes, m)[inverse[sel]]
+            owner[plain] = owner_plain
+            if self._rehash:
+                start[plain] = self._rehash_starts(hashes, inverse, e)
+        for i in np.flatnonzero(named).tolist():
+            k, ep = str(keys[i]), int(epochs[i])
+            owner[i] = self.owner(k, ep)
+            start[i] = self.run_start(k, ep)
+        return owner, start
+
+    def _rehash_starts(self, hashes: np.ndarray, inverse: np.ndarray, epochs: np.ndarray) -> np.ndarray:
+        """Run start of unpinned keys: the last rehash epoch <= e that changed their home."""
+        start = np.zeros(epochs.size, dtype=np.int64)
+        for c in self._rehash:  # ascending: a later change overwrites an earlier one
+            before = kafka_partition_array(hashes, self.modulus(c - 1))[inverse]
+            after = kafka_partition_array(hashes, self.modulus(c))[inverse]
+            start = np.where((epochs >= c) & (before != after), c, start)
+        return start
 
 
 class OwnershipLog:
@@ -144,6 +232,7 @@ class OwnershipLog:
 
         self.view = OwnershipView(routed_partitions)
         self._reader = ControlLogReader(kafka, topic, start_offset=0)
+        self._latest_at = 0.0
 
     def ensure(self, epoch: int, timeout: float = 60.0) -> OwnershipView:
         """The view, folded at least to ``epoch`` (which the caller saw in its data, so it exists)."""
@@ -158,11 +247,22 @@ class OwnershipLog:
                 self.view.apply(event)
         return self.view
 
+    def latest(self, timeout: float = 60.0) -> OwnershipView:
+        """The view folded to the control log's end as of now.
+
+        Why the end and not only the epochs the data carries: a worker whose routed partition lags
+        must not emit a window of a key the log already moves elsewhere (the new owner may hold
+        records of that window, routed by a router that is ahead); see the engine's emission rule.
+        """
+        for event in self._reader.read_to_end(timeout):
+            self.view.apply(event)
+        return self.view
+
     def close(self) -> None:
         self._reader.close()
 
 
-_SHARED: dict[tuple[str, str, int], OwnershipLog] = {}
+_SHARED: dict[tuple[Any, str, int], OwnershipLog] = {}
 
 
 def shared_log(kafka: Any, topic: str, routed_partitions: int) -> OwnershipLog:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from ballast.control.state import make_event
 from ballast.routing.murmur2 import kafka_partition
 from spark_jobs.reduce.frontier import InputFrontier
-from spark_jobs.reduce.ownership import EpochNotFolded, OwnershipView, UnsupportedOwnershipChange
+from spark_jobs.reduce.ownership import EpochNotFolded, OwnershipView
 from spark_jobs.reduce.placement import first_label_per_partition
 
 N = 4
@@ -59,7 +60,7 @@ def test_a_snapshot_moves_what_it_changes_and_a_genesis_table_is_not_a_move() ->
     g = (home("g") + 1) % N
     view = OwnershipView(N)
     view.apply(genesis({"g": g}))
-    assert view.owner("g", 0) == g and view.moved_keys == frozenset()
+    assert view.owner("g", 0) == g and view.moves_at(0) == {} and view.run_start("g", 0) == 0
     h = (home("h") + 1) % N
     view.apply(
         make_event(
@@ -71,11 +72,30 @@ def test_a_snapshot_moves_what_it_changes_and_a_genesis_table_is_not_a_move() ->
     assert view.moves_at(1) == {"g": (g, home("g")), "h": (home("h"), h)}
 
 
-def test_a_change_of_the_hashed_worker_count_is_refused() -> None:
+def test_a_change_of_the_hashed_worker_count_moves_the_keys_whose_home_changes() -> None:
+    """SCALE 4 -> 2 -> 4: an unpinned key follows murmur2 % n, its runs start where its home
+    changed; a pinned key keeps its worker; the vectorised answers equal the per-key ones."""
     view = OwnershipView(N)
     view.apply(genesis())
-    with pytest.raises(UnsupportedOwnershipChange, match="hashed workers"):
-        view.apply(make_event(1, "SCALE", {"num_workers": 2, "reason": ""}))
+    pinned = next(f"p{i}" for i in range(100) if home(f"p{i}") == 0)
+    view.apply(update(1, {pinned: 1}))
+    view.apply(make_event(2, "SCALE", {"num_workers": 2, "reason": ""}))
+    view.apply(make_event(3, "SCALE", {"num_workers": 4, "reason": ""}))
+    assert view.rehash_epochs == [2, 3] and view.rehash_at(2) == (4, 2) and view.rehash_at(1) is None
+    keys = [f"k{i}" for i in range(200)]
+    for k in keys:
+        h4, h2 = kafka_partition(k.encode(), 4), kafka_partition(k.encode(), 2)
+        assert [view.owner(k, e) for e in range(4)] == [h4, h4, h2, h4]
+        start2 = 2 if h2 != h4 else 0
+        assert view.run_start(k, 2) == start2
+        assert view.run_start(k, 3) == (3 if h2 != h4 else 0)
+        assert view.run_end(k, 0, 3) == (2 if h2 != h4 else None)
+    assert [view.owner(pinned, e) for e in range(4)] == [0, 1, 1, 1] and view.run_start(pinned, 3) == 1
+    arr = np.array([*keys, pinned], dtype=object)
+    for epoch in range(4):
+        owners, starts = view.owners(arr, np.full(arr.size, epoch, dtype=np.int64))
+        assert owners.tolist() == [view.owner(k, epoch) for k in arr.tolist()]
+        assert starts.tolist() == [view.run_start(k, epoch) for k in arr.tolist()]
 
 
 def test_the_frontier_is_the_minimum_over_every_input_partition() -> None:

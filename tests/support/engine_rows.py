@@ -1,0 +1,109 @@
+"""Rows as a reduce worker receives them (one routed partition, decoded), for the engine's tests.
+
+Why a module: the rule tests, the simulated cluster and the defect tests all build data records,
+markers and state chunks the way the Spark job hands them to a worker, and must agree on the
+columns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ballast.control.state import make_event
+from spark_jobs.reduce.engine import CHUNK, DATA, MARKER
+
+N = 4  # routed partitions (workers)
+PARTITIONS = ("in:0", "in:1")  # input partitions
+COLUMNS = [
+    "offset",
+    "timestamp",
+    "kind",
+    "key",
+    "value",
+    "event_time",
+    "epoch",
+    "covers",
+    "marker_worker",
+    "chunk_from",
+    "chunk_to",
+    "chunk_index",
+    "chunk_count",
+    "chunk_state",
+    "chunk_job",
+    "raw",
+    "error",
+]
+
+
+def row(**kw: Any) -> dict[str, Any]:
+    base = dict.fromkeys(COLUMNS)
+    base.update(timestamp=0, value=0.0, event_time=0, raw=None, chunk_job="")
+    base.update(kw)
+    return base
+
+
+def data(key: str, value: float, t: int, epoch: int) -> dict[str, Any]:
+    return row(kind=DATA, key=key, value=value, event_time=t, epoch=epoch)
+
+
+def marker(epoch: int, worker: int, *parts: str) -> dict[str, Any]:
+    return row(kind=MARKER, epoch=epoch, covers=list(parts or PARTITIONS), marker_worker=worker)
+
+
+def chunk_row(c, job: str = "") -> dict[str, Any]:
+    """The row a state chunk (a step's ``ChunkOut``) becomes when its receiver reads it."""
+    return row(
+        kind=CHUNK,
+        key=c.key,
+        epoch=c.epoch,
+        chunk_from=c.from_worker,
+        chunk_to=c.to_worker,
+        chunk_index=c.chunk_index,
+        chunk_count=c.chunk_count,
+        chunk_state=c.state,
+        chunk_job=job,
+    )
+
+
+def genesis(workers: int = N) -> dict[str, Any]:
+    return make_event(
+        0,
+        "TABLE_SNAPSHOT",
+        {"num_workers": workers, "table": {}, "keep_probability": {}, "routed_partitions": workers},
+    )
+
+
+class Worker:
+    """One worker's store, meta and next offset, stepped over hand-written rows (no Spark)."""
+
+    def __init__(
+        self, w: int, view, processor, partitions: tuple[str, ...] = PARTITIONS, **config: Any
+    ) -> None:
+        from spark_jobs.processors.batch import batch_processor
+        from spark_jobs.reduce.store import DictStore
+
+        self.w, self.view, self.store, self.meta, self.offset = w, view, DictStore(), None, 0
+        self.processor = batch_processor(processor)
+        self.partitions = partitions
+        self.config = {"workers": N, "horizon_ms": 1000, **config}
+
+    def step(self, rows: list[dict[str, Any]], watermark: int = 0, now: int = 0, **extra: Any):
+        from spark_jobs.reduce.engine import WorkerConfig, WorkerStep
+
+        for r in rows:
+            r["offset"] = self.offset
+            self.offset += 1
+        frame = pd.DataFrame(rows, columns=COLUMNS) if rows else None
+        config = WorkerConfig(self.w, self.partitions, **self.config)
+        result = WorkerStep(config, self.processor, self.view, self.store, self.meta, **extra).run(
+            frame, watermark, now
+        )
+        self.meta = result.meta
+        return result
+
+
+def emitted(result) -> list[tuple[str, int, int, float]]:
+    """(key, window start, count, sum) of every row a step emitted."""
+    return [(r.key, r.window_start, r.count, r.sum) for r in result.results.rows()]
