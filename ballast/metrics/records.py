@@ -90,6 +90,11 @@ class WorkerStats:
     chunks_installed: list[ChunkMove] = field(default_factory=list)
     flow_latency_p50_ms: float = 0.0
     flow_latency_p99_ms: float = 0.0
+    excluded_records: int = 0
+    refused_records: int = 0
+    violations: int = 0
+    corrections: int = 0
+    state_buckets: int = 0
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> WorkerStats:

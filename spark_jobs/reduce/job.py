@@ -23,7 +23,7 @@ import json
 from ballast.avro.codec import HEADER_LEN, default_store
 from ballast.paths import SCHEMAS_DIR
 from spark_jobs.reduce.engine import BAD, CHUNK, DATA, MARKER
-from spark_jobs.reduce.outputs import OUTPUT_SCHEMA
+from spark_jobs.reduce.outputs import OUTPUT_SCHEMA, RESULT
 from spark_jobs.reduce.stateful import JobSpec, WorkerProcessor
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -37,7 +37,14 @@ SPARK_CONF = {
 
 
 def routed_rows(spark, spec: JobSpec, watermark_delay: str, max_offsets: int = 0):
-    """The routed topic as engine rows (see :mod:`spark_jobs.reduce.engine` for the columns)."""
+    """The routed topic as engine rows (see :mod:`spark_jobs.reduce.engine` for the columns).
+
+    Only rows that cannot be decoded carry their raw bytes (``raw``): they are what their dead
+    letter holds. Every other row crosses to Python as typed columns alone; a data record the
+    worker dead-letters (late, refused) is named by its routed position in the dead letter's
+    headers, and stays in the routed topic. A record too far ahead of the batch's processing time
+    (``spec.max_future_ms``) does not advance the watermark: one bad clock must not make every
+    record after it late (the worker refuses it as ``future``)."""
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro
 
@@ -61,7 +68,7 @@ def routed_rows(spark, spec: JobSpec, watermark_delay: str, max_offsets: int = 0
         "partition",
         "offset",
         "timestamp",
-        F.col("value").alias("raw"),
+        F.col("value"),
         header_ok.alias("header_ok"),
         env.alias("env"),
     )
@@ -80,7 +87,7 @@ def routed_rows(spark, spec: JobSpec, watermark_delay: str, max_offsets: int = 0
         kind.cast("int").alias("kind"),
         F.coalesce(d["key"], c["key"]).alias("key"),
         d["value"].alias("value"),
-        F.coalesce(d["event_time"], F.timestamp_millis(F.lit(0))).alias("wm_time"),
+        _watermark_time(d["event_time"], spec.max_future_ms).alias("wm_time"),
         F.coalesce(F.unix_millis(d["event_time"]), F.lit(0)).alias("event_time"),
         F.coalesce(d["epoch"], m["epoch"], c["epoch"], F.lit(-1)).alias("epoch"),
         F.transform(
@@ -93,12 +100,56 @@ def routed_rows(spark, spec: JobSpec, watermark_delay: str, max_offsets: int = 0
         c["chunk_count"].alias("chunk_count"),
         c["state"].alias("chunk_state"),
         c["job"].alias("chunk_job"),
-        F.col("raw"),
+        F.when(~F.col("header_ok") | F.col("env").isNull(), F.col("value")).alias("raw"),
         F.when(~F.col("header_ok"), F.lit("not a RoutedEnvelope (unknown header)"))
         .when(F.col("env").isNull(), F.lit("Avro decoding failed"))
         .alias("error"),
     )
     return rows.withWatermark("wm_time", watermark_delay).drop("wm_time")
+
+
+def _watermark_time(event_time, max_future_ms: int):
+    """The event time the watermark sees: epoch 0 (no advance) for markers, chunks and records
+    further ahead of the batch's processing time than ``max_future_ms`` (0: no bound)."""
+    from pyspark.sql import functions as F
+
+    zero = F.timestamp_millis(F.lit(0))
+    if max_future_ms <= 0:
+        return F.coalesce(event_time, zero)
+    limit = F.current_timestamp() + F.expr(f"INTERVAL {int(max_future_ms)} MILLISECONDS")
+    return F.when(event_time.isNull() | (event_time > limit), zero).otherwise(event_time)
+
+
+def result_value(job: str):
+    """An output row's value: results encoded by Spark's ``to_avro`` from the columns the worker
+    wrote (with Ballast's single-object header), every other row's ``value`` as Python encoded it."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import to_avro
+
+    version = default_store().current("io.ballast.OutputResult")
+    schema = json.dumps(json.loads((SCHEMAS_DIR / "output_result.avsc").read_text()))
+    count = F.col("r_count")
+    record = F.struct(
+        F.col("r_key").alias("key"),
+        F.lit(job).alias("job"),
+        F.timestamp_millis(F.col("r_window_start")).alias("window_start"),
+        F.timestamp_millis(F.col("r_window_end")).alias("window_end"),
+        count.alias("count"),
+        F.col("r_sum").alias("sum"),
+        F.col("r_min").alias("min"),
+        F.col("r_max").alias("max"),
+        F.when(count > 0, F.col("r_sum") / count).alias("mean"),
+        F.coalesce(F.col("r_values"), F.array().cast("array<double>")).alias("values"),
+        F.col("r_worker").alias("worker"),
+        F.col("r_epoch").alias("epoch"),
+        F.col("r_revision").alias("revision"),
+        F.col("r_excluded").alias("excluded_records"),
+        F.lit(1.0).alias("keep_probability"),
+        (count.cast("double") + F.col("r_excluded")).alias("estimated_count"),
+        F.lit(0.0).alias("relative_error"),
+    )
+    encoded = F.concat(F.lit(version.header), to_avro(record, schema))
+    return F.when(F.col("row_kind") == F.lit(RESULT), encoded).otherwise(F.col("value"))
 
 
 def headers_column():
@@ -134,7 +185,9 @@ def build_query(
         timeMode="EventTime",
     )
     out = out.withColumn("source_topic", F.lit(spec.topics["routed"]))
-    sink = out.select("topic", "partition", "key", "value", headers_column().alias("headers"))
+    sink = out.select(
+        "topic", "partition", "key", result_value(spec.job).alias("value"), headers_column().alias("headers")
+    )
     return (
         sink.writeStream.format("kafka")
         .queryName(spec.job)

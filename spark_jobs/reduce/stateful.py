@@ -1,10 +1,14 @@
 """The Spark side of a worker: a ``transformWithStateInPandas`` processor around :class:`WorkerStep`.
 
 Why this is thin: everything that decides something lives in :mod:`spark_jobs.reduce.engine`,
-which tests without Spark. Here only the grouping key becomes a worker number, the worker's bins
-and meta go in and out of Spark's state store (RocksDB, checkpointed with the offsets, so a
-restart resumes both together), the control log is followed far enough for the epochs the rows
-carry, and the event-time timer is kept at the earliest window a worker still has to emit.
+which tests without Spark. Here only the grouping key becomes a worker number, the worker's state
+goes in and out of Spark's state store (RocksDB, checkpointed with the offsets, so a restart
+resumes both together), the control log is followed to its end (the emission rule asks it as of
+now), the input topics' partitions are looked up (a partition added while the job runs joins the
+frontier), and the event-time timer is kept at the earliest row a worker still has to look at.
+
+State, per worker (:mod:`spark_jobs.reduce.store`): a map of buckets (window start -> encoded
+rows), a value with the engine's meta, a list of held records, a map of chunk pieces.
 """
 
 from __future__ import annotations
@@ -12,15 +16,22 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from ballast.kafka.configuration import KafkaConfig
+from spark_jobs.processors.batch import batch_processor
 from spark_jobs.processors.spec import from_spec
 from spark_jobs.reduce.engine import BAD, WorkerConfig, WorkerStep, dump_meta, load_meta
+from spark_jobs.reduce.frontier import partition_id
 from spark_jobs.reduce.outputs import OutputEncoder
 from spark_jobs.reduce.ownership import shared_log
+from spark_jobs.reduce.store import HELD_SCHEMA, HeldRecords
+
+INPUTS_TTL_S = 10.0  # how long a worker trusts its last look at the input topics' partitions
 
 
 @dataclass(frozen=True)
@@ -34,27 +45,78 @@ class JobSpec:
     labels: tuple[int, ...]  # labels[w]: the grouping value of worker w (spark_jobs.reduce.placement)
     processor: str  # a spark_jobs.processors spec, e.g. "aggregate:size=10s"
     input_partitions: tuple[str, ...]
-    bins: int = 64
+    input_topics: tuple[str, ...] = ()
+    bins: int = 64  # hash bins of a per-key processor's states
     chunk_bytes: int = 512 * 1024
     control_timeout_s: float = 60.0
     record_cost_us: float = 0.0
+    horizon_ms: int = 0
+    max_future_ms: int = 0
 
 
-class _MapStateBins:
-    """:class:`~spark_jobs.reduce.engine.BinStore` over one map-state variable (bin -> blob)."""
+class _SparkStore:
+    """:class:`~spark_jobs.reduce.store.StateStore` over one worker's state variables."""
 
-    def __init__(self, state) -> None:
-        self.state = state
+    def __init__(self, buckets, held, pieces) -> None:
+        self._buckets = buckets
+        self._held = held
+        self._pieces = pieces
 
-    def get(self, bin_id: int) -> bytes | None:
-        value = self.state.getValue((bin_id,))
+    def get_bucket(self, bucket: int) -> bytes | None:
+        value = self._buckets.getValue((bucket,))
         return None if value is None else bytes(value[0])
 
-    def put(self, bin_id: int, blob: bytes) -> None:
-        self.state.updateValue((bin_id,), (bytearray(blob),))
+    def put_bucket(self, bucket: int, blob: bytes) -> None:
+        self._buckets.updateValue((bucket,), (bytearray(blob),))
 
-    def remove(self, bin_id: int) -> None:
-        self.state.removeKey((bin_id,))
+    def remove_bucket(self, bucket: int) -> None:
+        self._buckets.removeKey((bucket,))
+
+    def append_held(self, held: HeldRecords) -> None:
+        self._held.appendList(held.tuples())
+
+    def held(self) -> HeldRecords:
+        if not self._held.exists():
+            return HeldRecords.empty()
+        return HeldRecords.of([tuple(r) for r in self._held.get()])
+
+    def replace_held(self, held: HeldRecords) -> None:
+        if len(held):
+            self._held.put(held.tuples())
+        else:
+            self._held.clear()
+
+    def get_piece(self, name: str) -> bytes | None:
+        value = self._pieces.getValue((name,))
+        return None if value is None else bytes(value[0])
+
+    def put_piece(self, name: str, blob: bytes) -> None:
+        self._pieces.updateValue((name,), (bytearray(blob),))
+
+    def remove_piece(self, name: str) -> None:
+        self._pieces.removeKey((name,))
+
+
+_INPUTS: dict[tuple[Any, tuple[str, ...]], tuple[float, tuple[str, ...]]] = {}
+
+
+def current_inputs(kafka: KafkaConfig, topics: tuple[str, ...]) -> tuple[str, ...]:
+    """Every partition of the input topics as the cluster has them now (cached per worker process
+    for :data:`INPUTS_TTL_S`: far shorter than a router takes to notice a new partition)."""
+    if not topics:
+        return ()
+    key = (kafka.connection, topics)
+    cached = _INPUTS.get(key)
+    if cached is not None and time.monotonic() - cached[0] < INPUTS_TTL_S:
+        return cached[1]
+    from ballast.kafka.admin import make_admin
+
+    metadata = make_admin(kafka.with_client_id("ballast-reduce-inputs")).list_topics(timeout=10)
+    found = tuple(
+        partition_id(t, p) for t in topics if t in metadata.topics for p in sorted(metadata.topics[t].partitions)
+    )
+    _INPUTS[key] = (time.monotonic(), found)
+    return found
 
 
 class WorkerProcessor(StatefulProcessor):
@@ -65,9 +127,11 @@ class WorkerProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.bins = handle.getMapState("bins", "bin INT", "blob BINARY")
+        self.buckets = handle.getMapState("buckets", "bucket LONG", "blob BINARY")
         self.meta = handle.getValueState("meta", "blob BINARY")
-        self.processor = from_spec(self.spec.processor)
+        self.held = handle.getListState("held", HELD_SCHEMA)
+        self.pieces = handle.getMapState("pieces", "name STRING", "blob BINARY")
+        self.processor = batch_processor(from_spec(self.spec.processor))
         self.worker_of = {label: w for w, label in enumerate(self.spec.labels)}
         self.log = shared_log(
             self.spec.kafka.with_client_id("ballast-reduce-control"),
@@ -77,39 +141,47 @@ class WorkerProcessor(StatefulProcessor):
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
         frame = pd.concat(list(rows), ignore_index=True)
-        yield self._step(int(key[0]), frame, timerValues.getCurrentWatermarkInMs())
+        yield self._step(int(key[0]), frame, timerValues)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
         expired = expiredTimerInfo.getExpiryTimeInMs()
-        yield self._step(int(key[0]), None, timerValues.getCurrentWatermarkInMs(), expired)
+        yield self._step(int(key[0]), None, timerValues, expired)
 
-    def _step(
-        self, label: int, frame: pd.DataFrame | None, watermark_ms: int, expired: int | None = None
-    ) -> pd.DataFrame:
+    def _step(self, label: int, frame: pd.DataFrame | None, timer_values, expired: int | None = None) -> pd.DataFrame:
         from pyspark import TaskContext
 
         worker = self.worker_of[label]
+        spec = self.spec
         stored = self.meta.get()
         meta = load_meta(bytes(stored[0]) if stored is not None else None)
         known = int(meta["known"]) if meta else 0
         if frame is not None:
             valid = frame["kind"].to_numpy() != BAD
             if valid.any():
-                known = max(known, int(frame["epoch"].to_numpy()[valid].max()))
-        view = self.log.ensure(known, self.spec.control_timeout_s)
+                known = max(known, int(np.max(frame["epoch"].to_numpy()[valid])))
+        self.log.ensure(known, spec.control_timeout_s)
+        view = self.log.latest(spec.control_timeout_s)
         config = WorkerConfig(
             worker,
-            self.spec.input_partitions,
-            self.spec.job,
-            self.spec.bins,
-            self.spec.chunk_bytes,
-            record_cost_s=self.spec.record_cost_us / 1e6,
+            spec.input_partitions,
+            spec.job,
+            workers=spec.routed_partitions,
+            chunk_bytes=spec.chunk_bytes,
+            record_cost_s=spec.record_cost_us / 1e6,
+            horizon_ms=spec.horizon_ms,
+            max_future_ms=spec.max_future_ms,
         )
-        step = WorkerStep(config, self.processor, view, _MapStateBins(self.bins), meta)
-        result = step.run(frame, max(int(watermark_ms), 0))
+        store = _SparkStore(self.buckets, self.held, self.pieces)
+        inputs = current_inputs(spec.kafka, spec.input_topics)
+        step = WorkerStep(config, self.processor, view, store, meta, extra_inputs=inputs)
+        watermark = max(int(timer_values.getCurrentWatermarkInMs()), 0)
+        # the batch's own timestamp: the same when a batch is replayed, so a replay refuses the
+        # same "future" records
+        now = int(timer_values.getCurrentProcessingTimeInMs())
+        result = step.run(frame, watermark, now)
         context = TaskContext.get()
         result.stats["spark_partition"] = context.partitionId() if context is not None else -1
-        # one event-time timer per worker, at the earliest window it still has to emit; the meta
+        # one event-time timer per worker, at the earliest row it still has to look at; the meta
         # remembers it, so no JVM call is spent listing timers, and a fired one is not deleted again
         timer = result.meta.get("timer")
         if timer is not None and timer == expired:
@@ -117,11 +189,12 @@ class WorkerProcessor(StatefulProcessor):
         if timer is not None and timer != result.next_due:
             self.handle.deleteTimer(int(timer))
             timer = None
-        if result.next_due is not None and timer is None:
+        if result.next_due is not None and timer is None and result.next_due > watermark:
             self.handle.registerTimer(int(result.next_due))
-        result.meta["timer"] = result.next_due
+            timer = result.next_due
+        result.meta["timer"] = timer
         self.meta.update((bytearray(dump_meta(result.meta)),))
-        return OutputEncoder(self.spec.topics, worker, self.spec.job).frame(result, int(time.time() * 1000))
+        return OutputEncoder(spec.topics, worker, spec.job).frame(result, int(time.time() * 1000))
 
     def close(self) -> None:
         pass
