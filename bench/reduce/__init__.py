@@ -58,8 +58,13 @@ Decisions:
   the old table in every placement: the load a controller has to see before it can react. In (c)
   the planning round runs on the prefix's heavy hitters while the prefix batch runs, and the
   phase's full slices are routed under the new table (released once every routed partition has
-  the new epoch's marker). Placements take turns phase by phase (a, b, c, a, ...): the machine
-  is shared and noisy, and taking turns spreads the noise over all three.
+  the new epoch's marker). The round is a command now (``ballast controller plan``: a process,
+  its reads of the metrics topic and the control log; 3 s here, against milliseconds in-process):
+  when the prefix's batch is shorter, the router's markers of the new epoch are read in a batch
+  of their own, an ``extra`` batch in which the old owners ship the moved keys' state (in-process
+  they went in the first full slice's transaction, and the shipping in its batch). Placements
+  take turns phase by phase (a, b, c, a, ...): the machine is shared and noisy, and taking turns
+  spreads the noise over all three.
 * **Per-record cost** (``--record-cost-us``): one sleep per key of ``records x cost`` at the
   stateful step (the job's ``--record-cost-us``; the same sleep in (a)'s per-key call), so the 8
   tasks of a batch sleep side by side on 2 cores. Cost and slice size make the mean worker's sleep
@@ -107,6 +112,6 @@ Modules: ``params`` (flags), ``workload`` (slices), ``release`` (a slice in, rou
 (classification), ``figures``, ``report``, ``plot``, ``main``.
 
 Writes bench/results/reduce.json and reduce.png (``--out``), prints a summary table. ``--quick``
-is a smoke run of about 7-10 minutes (written to reduce-quick.json); the defaults are the full
+is a smoke run of about 10 minutes (written to reduce-quick.json); the defaults are the full
 run, about 25 minutes on the shared 2-core machine. Every parameter is a flag (``-h``).
 """
