@@ -47,4 +47,4 @@ bench-router-startup: setup
 	$(PY) bench/router/startup.py $(ARGS)
 
 bench-reduce: setup
-	$(PY) bench/reduce/run.py $(ARGS)
+	$(PY) -m bench.reduce $(ARGS)

@@ -46,7 +46,7 @@ from ballast.devstack.state import (
     StackError,
     StackState,
 )
-from ballast.paths import spark_home
+from ballast.paths import PROJECT_ROOT, spark_home
 from ballast.settings import Settings, setting
 from ballast.waiting import WaitTimeout, wait_until
 
@@ -127,6 +127,9 @@ def _daemon_env(spark: SparkState, settings: SparkSettings, java: str) -> dict[s
         # Python workers on the executors must import what the venv has (pandas, pyarrow, protobuf)
         PYSPARK_PYTHON=sys.executable,
         JAVA_HOME=_java_home(java),
+        # ...and this checkout's code (ballast, spark_jobs), as the stack's services do: executors
+        # inherit the worker's environment, and PySpark's workers keep PYTHONPATH
+        PYTHONPATH=os.pathsep.join(filter(None, (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")))),
     )
     return env
 

@@ -18,9 +18,8 @@ from spark_jobs.reduce.config import ReduceSettings
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from spark_jobs.reduce.job import SPARK_CONF
     from spark_jobs.reduce.runner import job_spec, run_job, stop_spark
-    from spark_jobs.session import local_spark
+    from spark_jobs.session import SPARK_CONF, local_spark
 
     settings = ReduceSettings.from_args(args)
     layout = LayoutSettings.from_args(args).layout()
@@ -31,7 +30,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         master=settings.master or None,
         shuffle_partitions=_routed_partitions(kafka, layout),
         log_level=settings.log_level,
-        conf=SPARK_CONF,
+        conf={**SPARK_CONF, **settings.spark_options()},
     )
     spec = job_spec(spark, kafka, layout, settings, tuple(args.input_topics or ()))
     try:

@@ -4,6 +4,10 @@ Why topic names are absent: they come from the deployment's topic layout (``--pr
 the router's, so the job reads the routed topic the routers write and follows the control log the
 controller writes. The number of workers is the routed topic's partition count, read from the
 broker: it is frozen into the checkpoint after the first run (spark-notes 4).
+
+Why a ``spark_conf`` setting: the job builds its own SparkSession, so a Spark option that is not
+one of its settings (a benchmark turning no-data micro-batches off, a user tuning the state store)
+could not reach it otherwise.
 """
 
 from __future__ import annotations
@@ -50,3 +54,21 @@ class ReduceSettings(Settings):
     control_timeout_s: float = setting(60.0, "how long a worker waits for a control epoch its data names")
     run_for_s: float = setting(0.0, "stop after this many seconds (0: run until stopped)", minimum=0.0)
     log_level: str = setting("WARN", "Spark log level", choices=("ERROR", "WARN", "INFO", "DEBUG"))
+    spark_conf: tuple[str, ...] = setting(
+        (),
+        "more Spark configuration, comma-separated KEY=VALUE pairs (values without commas), applied "
+        "over Ballast's own (e.g. spark.sql.streaming.noDataMicroBatches.enabled=false)",
+    )
+
+    def __post_init__(self) -> None:
+        self.spark_options()  # a malformed pair fails at parse time, before Spark starts
+
+    def spark_options(self) -> dict[str, str]:
+        """``spark_conf`` as Spark options (a key given twice: the last value)."""
+        options: dict[str, str] = {}
+        for pair in self.spark_conf:
+            key, sep, value = pair.partition("=")
+            if not sep or not key.strip():
+                raise ValueError(f"spark_conf: expected KEY=VALUE, got {pair!r}")
+            options[key.strip()] = value.strip()
+        return options

@@ -26,15 +26,6 @@ from spark_jobs.reduce.engine import BAD, CHUNK, DATA, MARKER
 from spark_jobs.reduce.outputs import OUTPUT_SCHEMA, RESULT
 from spark_jobs.reduce.stateful import JobSpec, WorkerProcessor
 
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-SPARK_CONF = {
-    "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
-    # a commit writes the batch's changes, not a full RocksDB checkpoint copy, every micro-batch
-    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-    # the Arrow batches of one worker's rows; larger than Spark's 10,000 default for big batches
-    "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
-}
-
 
 def routed_rows(spark, spec: JobSpec, watermark_delay: str, max_offsets: int = 0):
     """The routed topic as engine rows (see :mod:`spark_jobs.reduce.engine` for the columns).

@@ -1,0 +1,62 @@
+"""The benchmark's parameters, its fixed deployment shape, and its log line.
+
+Why one frozen dataclass: every field becomes a flag (``--slice-records``), the report records
+them all, and ``--quick`` is a set of overrides of the same fields, so a parameter cannot be added
+in one place and forgotten in another.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKERS = 8  # routed partitions = reduce workers = Spark state partitions = local cores of each Spark
+INPUT_PARTITIONS = 4
+START_MS = 1_767_225_600_000  # event time of the first event
+PER_MS = 10  # events per ms of event time
+WAIT_S = 1800.0  # no single wait of the benchmark may take longer (a stuck run ends here)
+STATUS_S = 15.0  # a waiting line every so often, so a slow run is seen to be alive
+
+
+@dataclass(frozen=True)
+class Params:
+    keys: int = 10_000
+    z: float = 1.0
+    phases: int = 3
+    slices: int = 4  # full slices per phase
+    slice_records: int = 16_000
+    prefix_records: int = 8_000
+    record_cost_us: float = 7_000.0
+    theta: float = 0.05
+    heavy_hitters: int = 2_000
+    processor: str = "aggregate:size=10s"
+    watermark_delay: str = "10 seconds"
+    trigger_ms: int = 2_000
+    uniform_rounds: int = 2
+    uniform_slices: int = 2
+    uniform_slice_records: int = 8_000
+    seed: int = 11
+    placements: str = "abc"
+
+    @property
+    def trigger(self) -> str:
+        """The trigger interval as Spark spells it."""
+        return f"{self.trigger_ms} milliseconds"
+
+
+QUICK = {
+    "phases": 2,
+    "slices": 4,
+    "slice_records": 6_000,
+    "prefix_records": 3_000,
+    "record_cost_us": 1_500.0,
+    "uniform_rounds": 1,
+    "uniform_slices": 2,
+    "uniform_slice_records": 5_000,
+}
+
+
+def log(msg: str) -> None:
+    print(f"[bench-reduce {time.strftime('%H:%M:%S')}] {msg}", flush=True)

@@ -1,0 +1,61 @@
+"""One micro-batch as the benchmark sees it, whichever process ran the query.
+
+Why one shape for two sources: (a)'s query runs in the benchmark's own SparkSession and reports
+through ``query.recentProgress``; the reduce job of (b) and (c) runs in a process of its own and
+publishes one ``ReduceProgress`` per batch to the metrics topic. Waiting, classification and
+figures compare the placements, so they read both as :class:`BatchProgress`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ballast.metrics.records import Metric, ReduceProgress
+
+
+@dataclass(frozen=True)
+class BatchProgress:
+    id: int
+    start_ms: int
+    input_rows: int
+    durations: dict[str, int]  # Spark's durationMs (triggerExecution, addBatch, ...)
+    end_offsets: list[int]  # per routed partition, exclusive; -1: not known
+
+    @property
+    def duration_ms(self) -> int:
+        return self.durations.get("triggerExecution", 0)
+
+    def covers(self, ends: Mapping[int, int]) -> bool:
+        """The batch read every routed partition at least up to ``ends``."""
+        return all(
+            end <= 0 or (p < len(self.end_offsets) and self.end_offsets[p] >= end) for p, end in ends.items()
+        )
+
+
+def of_spark(progress: Any, topic: str, partitions: int) -> BatchProgress | None:
+    """A ``StreamingQueryProgress`` of the benchmark's own query; None for a trigger that ran no
+    batch (no ``addBatch``: an idle trigger only asked for offsets)."""
+    d = json.loads(progress.json) if hasattr(progress, "json") else dict(progress)
+    durations = {k: int(v) for k, v in d.get("durationMs", {}).items()}
+    if "addBatch" not in durations:
+        return None
+    ends = [-1] * partitions
+    for source in d.get("sources", ()):
+        raw = source.get("endOffset")
+        offsets = json.loads(raw) if isinstance(raw, str) else raw
+        for p, off in ((offsets or {}).get(topic) or {}).items():
+            if 0 <= int(p) < partitions:
+                ends[int(p)] = int(off)
+    start = int(datetime.fromisoformat(d["timestamp"].replace("Z", "+00:00")).timestamp() * 1000)
+    return BatchProgress(int(d["batchId"]), start, int(d.get("numInputRows", 0)), durations, ends)
+
+
+def of_metric(metric: Metric, body: ReduceProgress) -> BatchProgress:
+    """A reduce job's ``ReduceProgress`` (its interval starts when the batch did)."""
+    return BatchProgress(
+        body.batch_id, metric.interval_start, body.input_rows, dict(body.durations_ms), list(body.end_offsets)
+    )

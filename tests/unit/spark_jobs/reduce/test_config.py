@@ -1,0 +1,42 @@
+"""The reduce job's ``--spark-conf``: pairs reach the session as options, a malformed pair is a user error.
+
+Why a test: the job builds its own SparkSession, so this setting is the only way a Spark option
+that is not a setting (the benchmark's ``noDataMicroBatches``) reaches it; a silently dropped or
+split pair would change what runs without a word.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from ballast.settings import SettingsError
+from spark_jobs.reduce.config import ReduceSettings
+
+pytestmark = pytest.mark.unit
+
+
+def _parse(*argv: str) -> ReduceSettings:
+    parser = argparse.ArgumentParser()
+    ReduceSettings.add_arguments(parser)
+    return ReduceSettings.from_args(parser.parse_args(list(argv)), env={})
+
+
+def test_pairs_become_options_and_the_last_of_a_key_wins():
+    settings = _parse("--spark-conf", "spark.a=1, spark.b = x=y ,spark.a=2")
+    assert settings.spark_options() == {"spark.a": "2", "spark.b": "x=y"}
+    assert ReduceSettings().spark_options() == {}
+
+
+def test_the_environment_and_to_argv_give_the_same_pairs_back():
+    env = {"BALLAST_REDUCE_SPARK_CONF": "spark.sql.streaming.noDataMicroBatches.enabled=false"}
+    settings = ReduceSettings.from_args(None, env=env)
+    assert settings.spark_options() == {"spark.sql.streaming.noDataMicroBatches.enabled": "false"}
+    assert _parse(*settings.to_argv()) == settings
+
+
+@pytest.mark.parametrize("bad", ["spark.a", "=1"])
+def test_a_pair_without_a_key_or_an_equals_sign_is_refused(bad):
+    with pytest.raises(SettingsError, match="KEY=VALUE"):
+        _parse("--spark-conf", bad)
