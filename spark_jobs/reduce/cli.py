@@ -10,6 +10,8 @@ The master defaults to the local stack's cluster (``ballast stack up --spark``).
 from __future__ import annotations
 
 import argparse
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 from ballast.cli.connection import ConnectionSettings
@@ -17,23 +19,47 @@ from ballast.kafka.topics import LayoutSettings
 from spark_jobs.reduce.config import ReduceSettings
 
 
+def resolved_settings(args: argparse.Namespace, **given: object) -> tuple[ReduceSettings, ConnectionSettings]:
+    """The job's settings with its id and checkpoint resolved (the defaults depend on the deployment
+    and the state folder), read before any broker or Spark is asked: a bad value is one line."""
+    connection = ConnectionSettings.from_args(args)
+    settings = ReduceSettings.from_args(args, **given)
+    prefix = LayoutSettings.from_args(args).prefix
+    job = settings.resolved_job_id(prefix)
+    checkpoint = settings.resolved_checkpoint(prefix, connection.state_dir)
+    return replace(settings, job_id=job, checkpoint=checkpoint), connection
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    from spark_jobs.reduce.checkpoint import Manifest, claim
     from spark_jobs.reduce.runner import job_spec, run_job, stop_spark
     from spark_jobs.session import SPARK_CONF, local_spark
 
-    settings = ReduceSettings.from_args(args)
+    settings, connection = resolved_settings(args)
     layout = LayoutSettings.from_args(args).layout()
-    kafka = ConnectionSettings.from_args(args).checked_kafka_config("ballast-reduce")
+    kafka = connection.checked_kafka_config("ballast-reduce")
+    spark_log = settings.spark_log if str(settings.spark_log) not in ("", ".") else None
+    if spark_log is None and "://" not in str(settings.checkpoint):
+        spark_log = Path(settings.checkpoint).parent / "spark.log"
+    if spark_log is not None:
+        Path(spark_log).parent.mkdir(parents=True, exist_ok=True)
     spark = local_spark(
         "ballast-reduce",
         cores=settings.local_cores,
         master=settings.master or None,
         shuffle_partitions=_routed_partitions(kafka, layout),
         log_level=settings.log_level,
-        conf={**SPARK_CONF, **settings.spark_options()},
+        conf={**SPARK_CONF, "spark.ui.showConsoleProgress": "false", **settings.spark_options()},
+        output=spark_log,
     )
-    spec = job_spec(spark, kafka, layout, settings, tuple(args.input_topics or ()))
     try:
+        spec = job_spec(spark, kafka, layout, settings, tuple(args.input_topics or ()))
+        manifest = Manifest(
+            spec.job, spec.topics["routed"], spec.routed_partitions, spec.labels, spec.processor
+        )
+        lock = claim(settings.checkpoint, manifest)  # noqa: F841 - held for the job's life
+        if spark_log is not None:
+            print(f"reduce: Spark's own output goes to {spark_log}", file=sys.stderr, flush=True)
         return run_job(spark, spec, settings)
     finally:
         stop_spark(spark)
@@ -42,10 +68,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     from spark_jobs.submit import SubmitSettings, master_url_from_state, run_submit, submit_command
 
-    connection = ConnectionSettings.from_args(args)
     submit = SubmitSettings.from_args(args)
+    settings, connection = resolved_settings(args)
     master = submit.master or master_url_from_state(connection.state_dir)
-    settings = ReduceSettings.from_args(args, master=master)
+    settings = replace(settings, master=master)
     kafka = connection.checked_kafka_config("ballast-reduce")
     # the driver connects as this command does: the resolved connection as flags, secrets by environment
     resolved = ConnectionSettings.of(kafka, connection.state_dir)
@@ -81,15 +107,36 @@ def _add_common(p: argparse.ArgumentParser, *, submit: bool = False) -> None:
     )
 
 
+RUN_DESCRIPTION = (
+    "Run the stateful reduce: read the routed topic, keep each key's state in the worker that owns its "
+    "routed partition (one Spark state partition each, RocksDB), move keys between workers live as the "
+    "control log says, and write closed windows to the output topic. A local SparkSession "
+    "(local[--local-cores]) unless --master names a cluster; the checkpoint resumes a stopped job. "
+    "Spark's own log goes to --spark-log; this command prints Ballast's status lines."
+)
+SUBMIT_DESCRIPTION = (
+    "The same job on a Spark cluster, through spark-submit (the connector jars, this Python, the driver "
+    "on loopback); the master defaults to the local stack's cluster (ballast stack up --spark)."
+)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    reduce = sub.add_parser("reduce", help="the Spark stateful reduce")
-    rsub = reduce.add_subparsers(dest="reduce_command", required=True)
-    run = rsub.add_parser("run", help="run the reduce job in a local Spark (or --master)")
+    reduce = sub.add_parser(
+        "reduce", help="the Spark stateful reduce", description="The Spark stateful reduce."
+    )
+    rsub = reduce.add_subparsers(dest="reduce_command", required=True, metavar="ACTION")
+    run = rsub.add_parser(
+        "run", help="run the reduce job in a local Spark (or --master)", description=RUN_DESCRIPTION
+    )
     _add_common(run)
     run.set_defaults(func=cmd_run)
     from spark_jobs.submit import SubmitSettings
 
-    sub_ = rsub.add_parser("submit", help="run the reduce job on a Spark cluster with spark-submit")
+    sub_ = rsub.add_parser(
+        "submit",
+        help="run the reduce job on a Spark cluster with spark-submit",
+        description=SUBMIT_DESCRIPTION,
+    )
     _add_common(sub_, submit=True)
     SubmitSettings.add_arguments(sub_)
     sub_.add_argument("--driver-log", default="", help="write the driver's output to this file")
@@ -99,7 +146,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m spark_jobs.reduce")
     sub = parser.add_subparsers(dest="command", required=True)
-    register_run = sub.add_parser("run", help="run the reduce job")
+    register_run = sub.add_parser("run", help="run the reduce job", description=RUN_DESCRIPTION)
     _add_common(register_run)
     register_run.set_defaults(func=cmd_run)
     args = parser.parse_args(argv)

@@ -8,15 +8,22 @@ broker: it is frozen into the checkpoint after the first run (spark-notes 4).
 Why a ``spark_conf`` setting: the job builds its own SparkSession, so a Spark option that is not
 one of its settings (a benchmark turning no-data micro-batches off, a user tuning the state store)
 could not reach it otherwise.
+
+Why no fixed default job id or checkpoint: two jobs started with the same defaults would share a
+checkpoint and apply each other's state chunks. The default job id names the deployment and the
+processor (``<prefix>-<processor>-<hash of its options>``), the default checkpoint lives under the
+state folder by job id, and a checkpoint records what it was made for
+(:mod:`spark_jobs.reduce.checkpoint`), so a contradicting start is refused.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ballast.paths import PROJECT_ROOT
 from ballast.settings import Settings, setting
+from spark_jobs.durations import interval_ms
 
 
 @dataclass(frozen=True)
@@ -26,22 +33,38 @@ class ReduceSettings(Settings):
     ENV_PREFIX = "BALLAST_REDUCE_"
 
     job_id: str = setting(
-        "ballast-reduce",
-        "the job's name: Spark query name, and the id its state chunks carry (jobs sharing a routed "
-        "topic need different ids)",
+        "",
+        "the job's name: Spark query name, and the id its state chunks carry (none: "
+        "<prefix>-<processor>-<8 hex of its options>; jobs sharing a routed topic need different ids)",
     )
     processor: str = setting(
         "aggregate:size=10s",
         "the per-key processor and its options (aggregate:size=10s[,slide=5s] | last_values:n=5,size=10s)",
     )
     checkpoint: Path = setting(
-        PROJECT_ROOT / "state" / "reduce-checkpoint",
-        "Spark checkpoint folder (offsets, commits and the RocksDB state); reuse it to resume",
+        Path(""),
+        "Spark checkpoint folder (offsets, commits and the RocksDB state); reuse it to resume (none: "
+        "<state-dir>/reduce/<job id>/checkpoint)",
     )
     watermark_delay: str = setting("10 seconds", "event-time watermark delay (a Spark interval)")
+    correction_horizon: str = setting(
+        "",
+        "how long a window is kept after it was emitted, so a late record can still be counted in a "
+        "correction (a Spark interval; none: the watermark delay)",
+    )
+    max_future: str = setting(
+        "1 hour",
+        "records further ahead of processing time are refused (dead-lettered as future) and do not "
+        "move the watermark (a Spark interval; 0 seconds: no bound)",
+    )
+    spark_log: Path = setting(
+        Path(""),
+        "file for Spark's own output (its log lines, its workers' prints) with `reduce run`; the job's "
+        "status lines stay on stderr (none: next to the checkpoint)",
+    )
     trigger: str = setting("2 seconds", "micro-batch trigger interval (a Spark interval)")
     max_offsets_per_trigger: int = setting(0, "cap on routed records per micro-batch (0: no cap)", minimum=0)
-    bins: int = setting(64, "state bins per worker (one Spark state entry each)", minimum=1)
+    bins: int = setting(64, "state bins per worker of a per-key processor (one state entry each)", minimum=1)
     chunk_bytes: int = setting(512 * 1024, "largest piece of a state chunk record", minimum=1024)
     record_cost_us: float = setting(
         0.0,
@@ -62,6 +85,32 @@ class ReduceSettings(Settings):
 
     def __post_init__(self) -> None:
         self.spark_options()  # a malformed pair fails at parse time, before Spark starts
+        for name in ("watermark_delay", "max_future", "trigger"):
+            interval_ms(getattr(self, name))
+        if self.correction_horizon:
+            interval_ms(self.correction_horizon)
+        from spark_jobs.processors.spec import from_spec  # numpy only: no Spark starts
+
+        from_spec(self.processor)  # a bad processor is a usage error before any broker is asked
+
+    def resolved_job_id(self, prefix: str) -> str:
+        """The job id, or the default one for this deployment and processor."""
+        if self.job_id:
+            return self.job_id
+        name = self.processor.split(":", 1)[0].rsplit(".", 1)[-1].lower()
+        digest = hashlib.sha256(self.processor.encode()).hexdigest()[:8]
+        return f"{prefix}-{name}-{digest}"
+
+    def resolved_checkpoint(self, prefix: str, state_dir: Path) -> Path:
+        if str(self.checkpoint) not in ("", "."):
+            return self.checkpoint
+        return Path(state_dir) / "reduce" / self.resolved_job_id(prefix) / "checkpoint"
+
+    def horizon_ms(self) -> int:
+        return interval_ms(self.correction_horizon or self.watermark_delay)
+
+    def max_future_ms(self) -> int:
+        return interval_ms(self.max_future)
 
     def spark_options(self) -> dict[str, str]:
         """``spark_conf`` as Spark options (a key given twice: the last value)."""

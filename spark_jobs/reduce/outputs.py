@@ -40,7 +40,9 @@ def result_keys(job: str, results: Results) -> list[bytes]:
     """Each result's Kafka key: job and window first, the record key last (it may hold any text)."""
     return [
         f"{job}:{s}:{e}:{k}".encode()
-        for s, e, k in zip(results.window_start.tolist(), results.window_end.tolist(), results.key.tolist(), strict=True)
+        for s, e, k in zip(
+            results.window_start.tolist(), results.window_end.tolist(), results.key.tolist(), strict=True
+        )
     ]
 
 
@@ -91,49 +93,53 @@ class OutputEncoder:
         others: list[tuple[Any, ...]] = []
         routed = self.topics["routed"]
         for c in result.chunks:
-            others.append((OTHER, routed, c.to_worker, c.key.encode(), self.chunk_value(c), None, None, None, None))
+            others.append(
+                (OTHER, routed, c.to_worker, c.key.encode(), self.chunk_value(c), None, None, None, None)
+            )
         dlq = self.topics["dead_letter"]
         for d in result.dead:
             others.append((OTHER, dlq, None, None, d.raw, d.reason, d.detail, self.worker, d.offset))
         stats_key = f"{self.job}/worker-{self.worker}".encode()
         others.append((OTHER, self.topics["metrics"], None, stats_key, self.stats_value(result.stats, now_ms),
                        None, None, None, None))  # fmt: skip
-        base = pd.DataFrame(others, columns=_COLUMNS[:9])
         r = result.results
-        n = len(r)
-        if n:
-            results = pd.DataFrame(
-                {
-                    "row_kind": np.full(n, RESULT, dtype=np.int32),
-                    "topic": self.topics["output"],
-                    "partition": None,
-                    "key": result_keys(self.job, r),
-                    "value": None,
-                    "reason": None,
-                    "detail": None,
-                    "source_partition": None,
-                    "source_offset": None,
-                    "r_key": r.key,
-                    "r_window_start": r.window_start,
-                    "r_window_end": r.window_end,
-                    "r_count": r.count,
-                    "r_sum": r.sum,
-                    "r_min": np.where(r.count > 0, r.min, np.nan),
-                    "r_max": np.where(r.count > 0, r.max, np.nan),
-                    "r_values": list(r.values) if r.values is not None else None,
-                    "r_revision": r.revision.astype(np.int32),
-                    "r_excluded": r.excluded,
-                    "r_epoch": epoch,
-                    "r_worker": np.full(n, self.worker, dtype=np.int32),
-                }
-            )
-            frame = pd.concat([results, base], ignore_index=True)
-        else:
-            frame = base.reindex(columns=_COLUMNS)
+        n, m = len(r), len(others)
+        columns: dict[str, Any] = {}
+        head = list(zip(*others, strict=True))  # the first nine columns of the other rows
+        result_head: dict[str, Any] = {
+            "row_kind": np.full(n, RESULT, dtype=object),
+            "topic": np.full(n, self.topics["output"], dtype=object),
+            "key": np.array(result_keys(self.job, r) if n else [], dtype=object),
+        }
+        for i, name in enumerate(_COLUMNS[:9]):
+            mine = result_head.get(name, np.full(n, None, dtype=object))
+            columns[name] = np.concatenate([mine, np.array(head[i], dtype=object)])
+        present = np.concatenate([np.ones(n, dtype=bool), np.zeros(m, dtype=bool)])
+        for name, values, kind in (
+            ("r_window_start", r.window_start, "Int64"),
+            ("r_window_end", r.window_end, "Int64"),
+            ("r_count", r.count, "Int64"),
+            ("r_excluded", r.excluded, "Int64"),
+            ("r_epoch", np.full(n, epoch), "Int64"),
+            ("r_revision", r.revision, "Int32"),
+            ("r_worker", np.full(n, self.worker), "Int32"),
+        ):
+            dtype = np.int64 if kind == "Int64" else np.int32
+            filled = np.concatenate([np.asarray(values, dtype=dtype), np.zeros(m, dtype=dtype)])
+            columns[name] = pd.arrays.IntegerArray(filled, ~present)
+        for name, values in (
+            ("r_sum", r.sum),
+            ("r_min", np.where(r.count > 0, r.min, np.nan)),
+            ("r_max", np.where(r.count > 0, r.max, np.nan)),
+        ):
+            columns[name] = np.concatenate([np.asarray(values, dtype=np.float64), np.full(m, np.nan)])
+        columns["r_key"] = np.concatenate([np.asarray(r.key, dtype=object), np.full(m, None, dtype=object)])
+        values = np.full(n + m, None, dtype=object)
+        if r.values is not None:
+            values[:n] = [list(v) for v in r.values]
+        columns["r_values"] = values
+        frame = pd.DataFrame(columns)
         for col in ("partition", "source_partition", "row_kind"):
             frame[col] = frame[col].astype("Int32")
-        for col in ("source_offset", "r_window_start", "r_window_end", "r_count", "r_excluded", "r_epoch"):
-            frame[col] = frame[col].astype("Int64")
-        frame["r_revision"] = frame["r_revision"].astype("Int32")
-        frame["r_worker"] = frame["r_worker"].astype("Int32")
+        frame["source_offset"] = frame["source_offset"].astype("Int64")
         return frame[_COLUMNS]

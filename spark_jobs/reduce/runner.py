@@ -42,17 +42,20 @@ def job_spec(
     inputs = input_topics or (layout.name("input"),)
     partitions = tuple(partition_id(t, p) for t in inputs for p in range(partition_count(admin, t)))
     return JobSpec(
-        job=settings.job_id,
+        job=settings.resolved_job_id(layout.prefix),
         kafka=kafka,
         topics=topics,
         routed_partitions=workers,
         labels=tuple(worker_labels(spark, workers)),
         processor=settings.processor,
         input_partitions=partitions,
+        input_topics=tuple(inputs),
         bins=settings.bins,
         chunk_bytes=settings.chunk_bytes,
         control_timeout_s=settings.control_timeout_s,
         record_cost_us=settings.record_cost_us,
+        horizon_ms=settings.horizon_ms(),
+        max_future_ms=settings.max_future_ms(),
     )
 
 
@@ -99,24 +102,25 @@ def run_job(
         spec.kafka, spec.topics["metrics"], spec.job, spec.topics["routed"], spec.routed_partitions
     )
     started = last = time.monotonic()
-    reported = -1
+    unreported: list[dict] = []
     try:
         while query.isActive and not stop["now"]:
             if settings.run_for_s and time.monotonic() - started >= settings.run_for_s:
                 break
             query.awaitTermination(0.5)
-            progress.publish(query.recentProgress)
+            unreported += progress.publish(query.recentProgress)
             if time.monotonic() - last >= STATUS_EVERY_S:
                 last = time.monotonic()
-                p = query.lastProgress
-                if p and p["batchId"] != reported and p["numInputRows"]:
-                    reported = p["batchId"]
-                    say(status_line(p))
+                if unreported:
+                    say(status_line(unreported))
+                unreported = []
         failure = query.exception()
         if failure is not None:
             say(f"reduce: the query failed: {failure}")
             return 1
-        progress.publish(query.recentProgress)
+        unreported += progress.publish(query.recentProgress)
+        if unreported:
+            say(status_line(unreported))
         stop_between_batches(query)
     except Exception as exc:
         if not (stop["now"] and _jvm_gone(exc)):
@@ -140,15 +144,25 @@ def stop_between_batches(query, grace_s: float = STOP_GRACE_S) -> None:
     query.stop()
 
 
-def status_line(p) -> str:
-    d = p["durationMs"]
-    return (
-        f"reduce: batch {p['batchId']}, {p['numInputRows']} rows in "
-        f"{d.get('triggerExecution', 0)} ms (addBatch {d.get('addBatch', 0)}, "
-        f"planning {d.get('queryPlanning', 0)}, offsets {d.get('latestOffset', 0)}, "
-        f"wal {d.get('walCommit', 0)}, commit {d.get('commitOffsets', 0)}), "
-        f"watermark {p['eventTime'].get('watermark', '-')}"
+def status_line(batches: list[dict]) -> str:
+    """One line for every batch since the last line: how many, their rows and times, the watermark.
+
+    Why all of them: a line per interval that showed only the latest batch hid the others (a slow
+    batch between two fast ones never showed). Batch ids the query's recent progress no longer
+    held when it was read (more batches in one poll than Spark keeps) are counted as not seen.
+    """
+    batches = sorted(batches, key=lambda p: int(p["batchId"]))
+    first, last = int(batches[0]["batchId"]), int(batches[-1]["batchId"])
+    unseen = (last - first + 1) - len(batches)
+    times = sorted(int(p["durationMs"].get("triggerExecution", 0)) for p in batches)
+    rows = sum(int(p.get("numInputRows", 0)) for p in batches)
+    span = f"batch {first}" if first == last else f"batches {first}-{last}"
+    time_part = (
+        f"{times[0]} ms" if len(times) == 1 else f"{times[len(times) // 2]} ms median, {times[-1]} ms max"
     )
+    watermark = batches[-1].get("eventTime", {}).get("watermark", "-")
+    more = f", {unseen} not seen (beyond Spark's recent progress)" if unseen else ""
+    return f"reduce: {span}: {rows} rows, {time_part}{more}, watermark {watermark}"
 
 
 def _jvm_gone(exc: BaseException) -> bool:

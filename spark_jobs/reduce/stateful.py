@@ -113,7 +113,10 @@ def current_inputs(kafka: KafkaConfig, topics: tuple[str, ...]) -> tuple[str, ..
 
     metadata = make_admin(kafka.with_client_id("ballast-reduce-inputs")).list_topics(timeout=10)
     found = tuple(
-        partition_id(t, p) for t in topics if t in metadata.topics for p in sorted(metadata.topics[t].partitions)
+        partition_id(t, p)
+        for t in topics
+        if t in metadata.topics
+        for p in sorted(metadata.topics[t].partitions)
     )
     _INPUTS[key] = (time.monotonic(), found)
     return found
@@ -147,7 +150,9 @@ class WorkerProcessor(StatefulProcessor):
         expired = expiredTimerInfo.getExpiryTimeInMs()
         yield self._step(int(key[0]), None, timerValues, expired)
 
-    def _step(self, label: int, frame: pd.DataFrame | None, timer_values, expired: int | None = None) -> pd.DataFrame:
+    def _step(
+        self, label: int, frame: pd.DataFrame | None, timer_values, expired: int | None = None
+    ) -> pd.DataFrame:
         from pyspark import TaskContext
 
         worker = self.worker_of[label]

@@ -108,9 +108,7 @@ class ReduceKit:
         return command.name
 
     def start_router(self, router_id: str) -> str:
-        command = self.pipe.router(
-            router_id, commit_interval_ms=200, stats_interval_s=2, log_level="warning"
-        )
+        command = self.pipe.router(router_id, commit_interval_ms=200, stats_interval_s=2, log_level="warning")
         return self._start(command)
 
     def start_job(self, job: str, processor: str, *extra: str) -> str:

@@ -120,9 +120,7 @@ def _write_state(folder: Path, spark: dict | None) -> None:
 def test_master_url_comes_from_the_recorded_master(tmp_path):
     spark = {
         "master": {"port": 41234, "ui_port": 41235, "log": "m.log", "pid": None},
-        "workers": [
-            {"worker_id": 1, "port": 1, "ui_port": 2, "work_dir": "w", "log": "w.log", "pid": None}
-        ],
+        "workers": [{"worker_id": 1, "port": 1, "ui_port": 2, "work_dir": "w", "log": "w.log", "pid": None}],
         "cores": 1,
         "memory": "1g",
         "properties": "spark-defaults.conf",

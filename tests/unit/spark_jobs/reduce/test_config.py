@@ -40,3 +40,36 @@ def test_the_environment_and_to_argv_give_the_same_pairs_back():
 def test_a_pair_without_a_key_or_an_equals_sign_is_refused(bad):
     with pytest.raises(SettingsError, match="KEY=VALUE"):
         _parse("--spark-conf", bad)
+
+
+def test_the_default_job_id_and_checkpoint_differ_by_deployment_and_processor(tmp_path):
+    one = ReduceSettings()
+    other = ReduceSettings(processor="last_values:n=3,size=10s")
+    assert one.resolved_job_id("p") != one.resolved_job_id("q")
+    assert one.resolved_job_id("p") != other.resolved_job_id("p")
+    assert one.resolved_job_id("p").startswith("p-aggregate-")
+    assert (
+        one.resolved_checkpoint("p", tmp_path)
+        == tmp_path / "reduce" / one.resolved_job_id("p") / "checkpoint"
+    )
+    given = ReduceSettings(job_id="mine", checkpoint=tmp_path / "cp")
+    assert (given.resolved_job_id("p"), given.resolved_checkpoint("p", tmp_path)) == ("mine", tmp_path / "cp")
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--processor", "no_such_processor"], "processor"),
+        (["--processor", "aggregate:size=ten"], "size"),
+        (["--max-future", "soon"], "interval"),
+        (["--correction-horizon", "-1 seconds"], "interval"),
+    ],
+)
+def test_a_bad_processor_or_interval_is_refused_at_parse_time(argv, message):
+    with pytest.raises((SettingsError, ValueError), match=message):
+        _parse(*argv)
+
+
+def test_horizon_defaults_to_the_watermark_delay():
+    assert ReduceSettings(watermark_delay="7 seconds").horizon_ms() == 7000
+    assert ReduceSettings(correction_horizon="1 minute").horizon_ms() == 60000

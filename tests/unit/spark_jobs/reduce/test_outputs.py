@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ballast.avro.codec import AvroCodec
-from spark_jobs.processors.interface import WindowResult
+from spark_jobs.processors.batch import Results
 from spark_jobs.reduce.engine import ChunkOut, DeadLetter, StepResult
-from spark_jobs.reduce.outputs import OutputEncoder, result_key
+from spark_jobs.reduce.outputs import OUTPUT_SCHEMA, RESULT, OutputEncoder
 
 TOPICS = {"output": "o", "routed": "r", "dead_letter": "d", "metrics": "m"}
 
@@ -21,25 +23,47 @@ def stats() -> dict:
     }  # fmt: skip
 
 
-def test_every_row_decodes_and_lands_where_it_should() -> None:
-    result = WindowResult("k|1", 0, 1000, 2, 3.0, 1.0, 2.0, 1.5, (1.0, 2.0))
+def _results() -> Results:
+    return Results(
+        key=np.array(["k|1", "k:2"], dtype=object),
+        window_start=np.array([0, 1000]),
+        window_end=np.array([1000, 2000]),
+        count=np.array([2, 0]),
+        sum=np.array([3.0, 0.0]),
+        min=np.array([1.0, np.inf]),
+        max=np.array([2.0, -np.inf]),
+        revision=np.array([0, 1], dtype=np.int32),
+        excluded=np.array([0, 3]),
+        values=[(1.0, 2.0), ()],
+    )
+
+
+def test_results_cross_as_columns_and_the_other_rows_decode() -> None:
     step = StepResult(
-        results=[result],
+        results=_results(),
         chunks=[ChunkOut("a", 2, 3, 5, 0, 1, b"state")],
-        dead=[DeadLetter(42, b"raw", "late", "event_time 1 < watermark 2")],
+        dead=[DeadLetter(42, None, "late", "event_time 1 < watermark 2")],
         stats=stats(),
     )
     frame = OutputEncoder(TOPICS, worker=3, job="agg").frame(step, now_ms=5_000)
-    rows = {r.topic: r for r in frame.itertuples()}
-    out = AvroCodec("io.ballast.OutputResult").decode(rows["o"].value)
-    assert (out["key"], out["job"], out["count"], out["mean"], out["values"]) == (
-        "k|1",
-        "agg",
+    assert list(frame.columns) == [c.strip().split(" ")[0] for c in OUTPUT_SCHEMA.split(",")]
+    results = frame[frame.row_kind == RESULT]
+    assert list(results.key) == [b"agg:0:1000:k|1", b"agg:1000:2000:k:2"]
+    assert results.value.isna().all()  # Spark's to_avro encodes results from the r_ columns
+    first, second = results.iloc[0], results.iloc[1]
+    assert (first.r_count, first.r_sum, first.r_min, first.r_max, list(first.r_values)) == (
         2,
-        1.5,
+        3.0,
+        1.0,
+        2.0,
         [1.0, 2.0],
     )
-    assert rows["o"].key == result_key("agg", result) == b"agg:0:1000:k|1"
+    assert (first.r_worker, first.r_epoch, first.r_revision, first.r_excluded) == (3, 2, 0, 0)
+    # an empty window (all its records excluded) has no min or max, and says what it excluded
+    assert (
+        np.isnan(second.r_min) and np.isnan(second.r_max) and (second.r_revision, second.r_excluded) == (1, 3)
+    )
+    rows = {r.topic: r for r in frame[frame.row_kind != RESULT].itertuples()}
     branch, chunk = AvroCodec("io.ballast.RoutedEnvelope").decode(rows["r"].value)["body"]
     assert branch == "io.ballast.StateChunk" and (chunk["key"], chunk["epoch"], chunk["job"]) == (
         "a",
@@ -47,6 +71,15 @@ def test_every_row_decodes_and_lands_where_it_should() -> None:
         "agg",
     )
     assert rows["r"].partition == 5  # the new owner's routed partition
-    assert (rows["d"].value, rows["d"].reason, rows["d"].source_offset) == (b"raw", "late", 42)
+    # a data record's dead letter names its routed position; its bytes stay in the routed topic
+    assert (rows["d"].value, rows["d"].reason, rows["d"].source_offset, rows["d"].source_partition) == (
+        None, "late", 42, 3
+    )  # fmt: skip
     metrics = AvroCodec("io.ballast.MetricsRecord").decode(rows["m"].value)
     assert metrics["source"] == "agg/worker-3" and metrics["body"][1]["chunks_sent"][0]["worker"] == 5
+
+
+def test_a_step_without_results_has_the_same_columns() -> None:
+    frame = OutputEncoder(TOPICS, worker=0, job="agg").frame(StepResult(stats=stats()), now_ms=1)
+    assert list(frame.columns) == [c.strip().split(" ")[0] for c in OUTPUT_SCHEMA.split(",")]
+    assert list(frame.topic) == ["m"]

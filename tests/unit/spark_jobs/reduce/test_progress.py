@@ -57,3 +57,28 @@ def test_idle_triggers_and_other_topics_are_left_out():
     assert ran_batch(SPARK_PROGRESS) and not ran_batch(idle)
     assert end_offsets(SPARK_PROGRESS, "other.routed", 2) == [-1, -1]
     assert as_dict(json.dumps(SPARK_PROGRESS)) == SPARK_PROGRESS
+
+
+def _batch(batch_id: int, rows: int, ms: int) -> dict:
+    return {
+        **SPARK_PROGRESS,
+        "batchId": batch_id,
+        "numInputRows": rows,
+        "durationMs": {"triggerExecution": ms},
+    }
+
+
+def test_the_status_line_covers_every_batch_since_the_last_one():
+    from spark_jobs.reduce.runner import status_line
+
+    line = status_line([_batch(7, 100, 900), _batch(5, 10, 100), _batch(6, 0, 5000)])
+    assert "batches 5-7: 110 rows" in line
+    assert "900 ms median, 5000 ms max" in line  # the slow batch in the middle shows
+    assert "not seen" not in line
+    assert status_line([_batch(3, 5, 40)]).startswith("reduce: batch 3: 5 rows, 40 ms,")
+
+
+def test_the_status_line_says_how_many_batches_it_could_not_see():
+    from spark_jobs.reduce.runner import status_line
+
+    assert "2 not seen" in status_line([_batch(1, 1, 1), _batch(4, 1, 1)])
