@@ -26,6 +26,10 @@ SPARK_CONF = {
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     # the Arrow batches of one worker's rows; larger than Spark's 10,000 default for big batches
     "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
+    # Spark's RocksDB store reads a key's old value at every put and merge only to count rows for a
+    # metric; for a state entry of a few hundred KB (a window's rows) that read costs as much as the
+    # write. Ballast reports its own state size (WorkerStats.state_keys, state_bytes).
+    "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
 }
 
 

@@ -39,14 +39,44 @@ class Manifest:
     labels: tuple[int, ...]
     processor: str
 
-    def differences(self, other: Manifest) -> list[str]:
+    def differences(self, other: Manifest, ignore: tuple[str, ...] = ()) -> list[str]:
         mine, theirs = asdict(self), asdict(other)
-        return [f"{k} {theirs[k]!r} (this start: {mine[k]!r})" for k in mine if mine[k] != theirs[k]]
+        return [
+            f"{k} {theirs[k]!r} (this start: {mine[k]!r})"
+            for k in mine
+            if k not in ignore and mine[k] != theirs[k]
+        ]
 
 
 def _local(checkpoint: str | Path) -> Path | None:
     text = str(checkpoint)
     return None if "://" in text else Path(text)
+
+
+def recorded(checkpoint: str | Path) -> Manifest | None:
+    """The manifest a checkpoint was made with (None: a new or remote checkpoint)."""
+    folder = _local(checkpoint)
+    if folder is None or not (folder / MANIFEST).exists():
+        return None
+    raw = json.loads((folder / MANIFEST).read_text())
+    return Manifest(**{**raw, "labels": tuple(raw["labels"])})
+
+
+def check(checkpoint: str | Path, manifest: Manifest, ignore: tuple[str, ...] = ()) -> None:
+    """Refuse (:class:`CheckpointConflict`) a start that contradicts the checkpoint's manifest.
+
+    Why apart from :func:`claim`: the job compares what it knows before Spark starts (job id,
+    topic, worker count, processor: ``ignore=("labels",)``) so a wrong start fails in a second,
+    not after Spark's start-up; the labels need Spark and are compared by the claim."""
+    made_for = recorded(checkpoint)
+    if made_for is None:
+        return
+    differences = manifest.differences(made_for, ignore)
+    if differences:
+        raise CheckpointConflict(
+            f"checkpoint {checkpoint} was made for {'; '.join(differences)}: resume it with the same "
+            "settings, or start with another --checkpoint (and --job-id)"
+        )
 
 
 def claim(checkpoint: str | Path, manifest: Manifest) -> IO[str] | None:
@@ -74,17 +104,11 @@ def claim(checkpoint: str | Path, manifest: Manifest) -> IO[str] | None:
     lock.truncate()
     lock.write(f"pid {os.getpid()} (job {manifest.job})\n")
     lock.flush()
-    path = folder / MANIFEST
-    if path.exists():
-        raw = json.loads(path.read_text())
-        recorded = Manifest(**{**raw, "labels": tuple(raw["labels"])})
-        differences = manifest.differences(recorded)
-        if differences:
-            lock.close()
-            raise CheckpointConflict(
-                f"checkpoint {folder} was made for {'; '.join(differences)}: resume it with the same "
-                "settings, or start with another --checkpoint (and --job-id)"
-            )
-    else:
-        path.write_text(json.dumps(asdict(manifest), indent=2) + "\n")
+    try:
+        check(folder, manifest)
+    except CheckpointConflict:
+        lock.close()
+        raise
+    if recorded(folder) is None:
+        (folder / MANIFEST).write_text(json.dumps(asdict(manifest), indent=2) + "\n")
     return lock

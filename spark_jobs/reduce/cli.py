@@ -31,13 +31,18 @@ def resolved_settings(args: argparse.Namespace, **given: object) -> tuple[Reduce
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from spark_jobs.reduce.checkpoint import Manifest, claim
+    from spark_jobs.reduce.checkpoint import Manifest, check, claim
     from spark_jobs.reduce.runner import job_spec, run_job, stop_spark
     from spark_jobs.session import SPARK_CONF, local_spark
 
     settings, connection = resolved_settings(args)
     layout = LayoutSettings.from_args(args).layout()
     kafka = connection.checked_kafka_config("ballast-reduce")
+    workers = _routed_partitions(kafka, layout)
+    routed = layout.name("routed")
+    # what is known before Spark starts is compared now: a wrong start fails in a second
+    known = Manifest(settings.job_id, routed, workers, (), settings.processor)
+    check(settings.checkpoint, known, ignore=("labels",))
     spark_log = settings.spark_log if str(settings.spark_log) not in ("", ".") else None
     if spark_log is None and "://" not in str(settings.checkpoint):
         spark_log = Path(settings.checkpoint).parent / "spark.log"
@@ -47,7 +52,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "ballast-reduce",
         cores=settings.local_cores,
         master=settings.master or None,
-        shuffle_partitions=_routed_partitions(kafka, layout),
+        shuffle_partitions=workers,
         log_level=settings.log_level,
         conf={**SPARK_CONF, "spark.ui.showConsoleProgress": "false", **settings.spark_options()},
         output=spark_log,

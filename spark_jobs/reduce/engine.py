@@ -160,6 +160,8 @@ class WorkerStep:
         self._latencies: list[np.ndarray] = []
         self._records = 0
         self._all_loaded = False
+        self._held: HeldRecords | None = None  # the store's held records, once a step reads them
+        self._held_dirty = False
         self._touched_keys: set[str] = set()
 
     # --- storage ------------------------------------------------------------------------------------
@@ -202,7 +204,18 @@ class WorkerStep:
             self._loaded[b] = Table.concat([self._bucket(b), rows.take(np.flatnonzero(ids == b))])
             self._dirty.add(b)
 
+    def _all_held(self) -> HeldRecords:
+        """Every held record, read from the store once a step (installs take from this copy)."""
+        if self._held is None:
+            self._held = self.store.held()
+        return self._held
+
+    def _holds_any(self) -> bool:
+        return any(e.get("held", 0) for runs in self.meta["pending"].values() for e in runs.values())
+
     def _flush(self) -> None:
+        if self._held_dirty and self._held is not None:
+            self.store.replace_held(self._held)
         meta_buckets = self.meta["buckets"]
         for b in sorted(self._dirty):
             table = self._loaded[b]
@@ -431,8 +444,14 @@ class WorkerStep:
     def _hold(
         self, keys: np.ndarray, runs: np.ndarray, seq: np.ndarray, t: np.ndarray, v: np.ndarray
     ) -> None:
-        if keys.size:
-            self.store.append_held(HeldRecords(keys, runs, seq, t, v))
+        if not keys.size:
+            return
+        block = HeldRecords(keys, runs, seq, t, v)
+        if self._held is None:
+            self.store.append_held(block)  # one call, nothing read back
+        else:
+            self._held = HeldRecords.concat([self._held, block])
+            self._held_dirty = True
 
     def _exclude(
         self, keys: np.ndarray, runs: np.ndarray, t: np.ndarray, offsets: np.ndarray, raw: np.ndarray
@@ -503,7 +522,8 @@ class WorkerStep:
         """Every key held here (in state, held or pending) whose owner changes at ``epoch``."""
         rows = self._all_rows()
         keys = set(rows.key.tolist()) | set(self.meta["pending"])
-        keys |= set(self.store.held().key.tolist()) if not self.processor.mergeable else set()
+        if not self.processor.mergeable and self._holds_any():
+            keys |= set(self._all_held().key.tolist())
         if not keys:
             return []
         arr = np.array(sorted(keys), dtype=object)
@@ -624,7 +644,7 @@ class WorkerStep:
         else:
             # a non-mergeable run holds its records, not rows: its partial rows only count exclusions
             state = p.combine(Table.concat([earlier, partial]))
-            held = self._take_held(key, run)
+            held = self._take_held(key, run) if entry.get("held", 0) else HeldRecords.empty()
             if len(held):
                 order = np.argsort(held.seq, kind="stable")
                 h = held.take(order)
@@ -643,10 +663,11 @@ class WorkerStep:
         self._add_rows(state)
 
     def _take_held(self, key: str, run: int) -> HeldRecords:
-        held = self.store.held()
+        held = self._all_held()
         mine = (held.key == key) & (held.run == run)
         if mine.any():
-            self.store.replace_held(held.take(np.flatnonzero(~mine)))
+            self._held = held.take(np.flatnonzero(~mine))
+            self._held_dirty = True
         return held.take(np.flatnonzero(mine))
 
     def _finish_pending(self, key: str, run: int, entry: dict[str, Any]) -> None:

@@ -8,7 +8,7 @@ now), the input topics' partitions are looked up (a partition added while the jo
 frontier), and the event-time timer is kept at the earliest row a worker still has to look at.
 
 State, per worker (:mod:`spark_jobs.reduce.store`): a map of buckets (window start -> encoded
-rows), a value with the engine's meta, a list of held records, a map of chunk pieces.
+rows), a value with the engine's meta, a map of held record blocks, a map of chunk pieces.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from spark_jobs.reduce.engine import BAD, WorkerConfig, WorkerStep, dump_meta, l
 from spark_jobs.reduce.frontier import partition_id
 from spark_jobs.reduce.outputs import OutputEncoder
 from spark_jobs.reduce.ownership import shared_log
-from spark_jobs.reduce.store import HELD_SCHEMA, HeldRecords
+from spark_jobs.reduce.store import HeldRecords
 
 INPUTS_TTL_S = 10.0  # how long a worker trusts its last look at the input topics' partitions
 
@@ -73,18 +73,18 @@ class _SparkStore:
         self._buckets.removeKey((bucket,))
 
     def append_held(self, held: HeldRecords) -> None:
-        self._held.appendList(held.tuples())
+        # a block's id: its first record's routed offset (unique within the worker's partition)
+        self._held.updateValue((int(held.seq.min()),), (bytearray(held.to_bytes()),))
 
     def held(self) -> HeldRecords:
         if not self._held.exists():
             return HeldRecords.empty()
-        return HeldRecords.of([tuple(r) for r in self._held.get()])
+        return HeldRecords.concat([HeldRecords.from_bytes(bytes(v[0])) for _k, v in self._held.iterator()])
 
     def replace_held(self, held: HeldRecords) -> None:
+        self._held.clear()
         if len(held):
-            self._held.put(held.tuples())
-        else:
-            self._held.clear()
+            self.append_held(held)
 
     def get_piece(self, name: str) -> bytes | None:
         value = self._pieces.getValue((name,))
@@ -132,7 +132,7 @@ class WorkerProcessor(StatefulProcessor):
         self.handle = handle
         self.buckets = handle.getMapState("buckets", "bucket LONG", "blob BINARY")
         self.meta = handle.getValueState("meta", "blob BINARY")
-        self.held = handle.getListState("held", HELD_SCHEMA)
+        self.held = handle.getMapState("held_blocks", "block LONG", "blob BINARY")
         self.pieces = handle.getMapState("pieces", "name STRING", "blob BINARY")
         self.processor = batch_processor(from_spec(self.spec.processor))
         self.worker_of = {label: w for w, label in enumerate(self.spec.labels)}

@@ -7,9 +7,13 @@ grouped into a few large entries, read only when a batch needs them:
 * ``buckets``: bucket id -> the encoded rows (:class:`~spark_jobs.processors.table.Table`) of one
   window start (or one hash bin, for per-key processors). A window's rows are dropped together
   once the watermark passes its end plus the correction horizon: state follows open windows.
-* ``held``: records of keys whose state has not arrived yet, for processors that cannot merge. A
-  list state: a batch *appends* its held records (one call), instead of rewriting what a hot key
-  already holds (which made holding quadratic); they are read once, when the state arrives.
+* ``held``: records of keys whose state has not arrived yet, for processors that cannot merge, as
+  blocks (block id -> the encoded records one batch held): a batch *adds* one block (one call),
+  instead of rewriting what a hot key already holds (which made holding quadratic); they are read
+  when a state arrives. Not Spark's list state: its RocksDB ``appendList`` merges one element at a
+  time and reads the whole list back at each merge (to count keys), so appending to a list of n
+  records costs O(n) per element: a 2,000-record list took seconds a batch, growing (measured,
+  Spark 4.0).
 * ``pieces``: parts of a state chunk that came in several records, until the last part arrives.
 """
 
@@ -19,7 +23,12 @@ from typing import Protocol
 
 import numpy as np
 
-HELD_SCHEMA = "key STRING, run LONG, seq LONG, event_time LONG, value DOUBLE"
+from spark_jobs.processors.table import Column, Table
+
+_HELD_COLUMNS = {"event_time": Column("int64"), "value": Column("float64")}
+
+
+_FIELDS = ("key", "run", "seq", "event_time", "value")
 
 
 class HeldRecords:
@@ -48,6 +57,25 @@ class HeldRecords:
         return HeldRecords(
             self.key[index], self.run[index], self.seq[index], self.event_time[index], self.value[index]
         )
+
+    def to_bytes(self) -> bytes:
+        """One block (a :class:`~spark_jobs.processors.table.Table`: key, run, seq as its window)."""
+        columns = {"event_time": self.event_time, "value": self.value}
+        return Table(_HELD_COLUMNS, self.key, self.run, self.seq, columns).to_bytes()
+
+    @classmethod
+    def from_bytes(cls, blob: bytes | memoryview) -> HeldRecords:
+        t = Table.from_bytes(_HELD_COLUMNS, blob)
+        return cls(t.key, t.run, t.window, t.columns["event_time"], t.columns["value"])
+
+    @classmethod
+    def concat(cls, parts: list[HeldRecords]) -> HeldRecords:
+        """The parts as one, in input order (``seq``)."""
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return cls.empty()
+        joined = cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in _FIELDS))
+        return joined.take(np.argsort(joined.seq, kind="stable"))
 
     def tuples(self) -> list[tuple[str, int, int, int, float]]:
         return list(
@@ -108,6 +136,7 @@ class DictStore:
         self.pieces: dict[str, bytes] = {}
         self.calls = 0  # trips a real store would make into the JVM
         self.written = 0  # bytes handed to the store (what a real one would encode and commit)
+        self.reads_held = 0  # times the held records were read back
 
     def get_bucket(self, bucket: int) -> bytes | None:
         self.calls += 1
@@ -129,6 +158,7 @@ class DictStore:
 
     def held(self) -> HeldRecords:
         self.calls += 1
+        self.reads_held += 1
         return HeldRecords.of(self.held_rows)
 
     def replace_held(self, held: HeldRecords) -> None:

@@ -134,6 +134,7 @@ def test_6_holding_appends_instead_of_rewriting_what_is_held() -> None:
         w1.step([data(K, float(i), b * 100 + i, 1) for i in range(50)])
         per_batch.append(w1.store.written - before)
     assert per_batch[-1] < 3 * per_batch[0], per_batch
+    assert w1.store.reads_held == 0  # holding never reads back what is held
 
 
 def test_7_one_misrouted_row_dead_letters_that_row_only() -> None:
