@@ -23,7 +23,7 @@ test-integration: setup
 	$(PY) -m pytest tests -m "integration or e2e" $(ARGS)
 
 lint: setup
-	$(VENV)/bin/ruff check ballast services spark_jobs tests bench
+	$(VENV)/bin/ruff check ballast services spark_jobs tests bench docs/examples
 
 bench: bench-codec bench-planner bench-router bench-router-startup bench-reduce
 

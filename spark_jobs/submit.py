@@ -56,6 +56,11 @@ class SubmitSettings(Settings):
         0, "cores the application takes from the cluster in all (0: every core it offers)", minimum=0
     )
     executor_memory: str = setting("1g", "heap of each executor; must fit a worker's --spark-worker-memory")
+    py_files: str = setting(
+        "",
+        "comma-separated .py/.zip files shipped to the executors (spark-submit --py-files): the "
+        "package of your own --processor, which this command must be able to import too (PYTHONPATH)",
+    )
 
 
 def submit_command(
@@ -96,6 +101,8 @@ def submit_command(
         cmd += ["--total-executor-cores", str(settings.total_executor_cores)]
     if settings.executor_memory:
         cmd += ["--executor-memory", settings.executor_memory]
+    if settings.py_files:
+        cmd += ["--py-files", settings.py_files]
     return [*cmd, str(app), *app_args]
 
 

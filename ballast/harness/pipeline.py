@@ -206,6 +206,10 @@ class Pipeline:
         signal_service(self.state, name, sig)
         wait_exit(self.state, name, 120.0)
 
+    def signal(self, name: str, sig: int) -> None:
+        """``sig`` to every process group of the service, without waiting (SIGSTOP, SIGCONT)."""
+        signal_service(self.state, name, sig)
+
     def wait_exit(self, name: str, timeout: float = 60.0) -> int | None:
         """Until the service has exited; its exit code (None when it did not exit in time, or when
         another process started it)."""

@@ -77,6 +77,12 @@ class RouterSettings(Settings):
     transactional_id_prefix: str = setting("ballast-router", "transactional.id = <prefix>.<group>.<id>")
     static_membership: bool = setting(True, "group.instance.id = router id (fast restart)")
     session_timeout_ms: int = setting(15_000, "consumer group session timeout")
+    metadata_refresh_ms: int = setting(
+        30_000,
+        "how often the router asks the cluster for its input topics' partitions: a partition added to "
+        "an input topic is routed within about this long (librdkafka's default is 5 minutes)",
+        minimum=1_000,
+    )
     max_poll_interval_ms: int = setting(
         300_000, "longest pause between polls before the group takes the partitions away (lost)"
     )

@@ -21,21 +21,9 @@ from confluent_kafka import Message, Producer
 from ballast.avro.codec import AvroCodec
 from ballast.avro.wire import covers_field, data_suffix, epoch_marker, zigzag
 from ballast.kafka.configuration import LIBRDKAFKA_MESSAGE_MAX_BYTES
+from ballast.kafka.dead_letters import DLQ_HEADERS
 from ballast.kafka.topics import TopicLayout
 
-# every dead letter carries all of them, in this order (new names are appended: consumers may
-# have relied on the first six); docs/router.md "Dead letters" says what each holds
-DLQ_HEADERS = (
-    "ballast.error.reason",
-    "ballast.error.detail",
-    "ballast.source.topic",
-    "ballast.source.partition",
-    "ballast.source.offset",
-    "ballast.router.id",
-    "ballast.error.class",
-    "ballast.source.bytes",
-    "ballast.source.key.bytes",
-)
 DETAIL_MAX_BYTES = 1000
 
 # Every record the router writes (key + value + headers) stays this far below the producer's

@@ -170,6 +170,7 @@ class Router:
                 "client.id": f"{rid}-consumer",
                 "session.timeout.ms": settings.session_timeout_ms,
                 "max.poll.interval.ms": settings.max_poll_interval_ms,
+                "topic.metadata.refresh.interval.ms": settings.metadata_refresh_ms,
             }
             if settings.static_membership:
                 cconf["group.instance.id"] = rid

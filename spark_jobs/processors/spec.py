@@ -90,7 +90,8 @@ def from_spec(text: str) -> Processor | BatchProcessor:
     name = name.strip()
     entry = REGISTRY.get(name)
     if entry is None:
-        if "." in name:
+        class_name = rest.partition(":")[0].strip()
+        if "." in name or class_name.isidentifier():  # module.path[:Class] or module:Class
             return _user_processor(name, rest)
         valid = ", ".join(f"{n} (e.g. {e.example})" for n, e in REGISTRY.items())
         raise ValueError(

@@ -29,11 +29,14 @@ epoch, the keys that epoch moves away are shipped, a run still pending being shi
 its own chunk completes it.
 
 **Windows.** A row is emitted once the watermark reaches its window's end, from a complete run
-whose end is not known: the end is asked of the control log *as of now*, not only of the epochs
-this partition has carried, because a partition that lags in event time would otherwise emit a
-window of a key the log already moved, while the new owner holds records of that window routed
-by a router that is ahead. A row emitted again is a correction (revision + 1): a late record
-counted in it, or a partial state merged into it after a crash replay.
+whose end is not known: the end is asked of the control log *as the micro-batch read it* (the job
+reads the control topic as a second source: ``CONTROL`` rows carry its end to every worker), not
+only of the epochs this partition has carried, because a partition that lags in event time would
+otherwise emit a window of a key the log already moved, while the new owner holds records of that
+window routed by a router that is ahead. Read as a source, the log's end is part of the batch's
+planned offsets, so a replayed batch asks the same question and gets the same answer. A row
+emitted again is a correction (revision + 1): a late record counted in it, or a partial state
+merged into it after a crash replay.
 
 **Records left out** are dead-lettered with their reason and counted: ``late`` (older than the
 watermark; counted in each of its windows' rows, a correction if the window was emitted),
@@ -42,8 +45,8 @@ batch's processing time than ``max_future_ms``: one bad clock must not move the 
 ``misrouted`` (not this worker's key at its epoch), ``frontier-violation`` (a record of a run
 already shipped: an unfenced router broke the frontier rule). None stops the job.
 
-Everything is a function of (stored state, rows, watermark, the control log up to the latest
-epoch seen): a micro-batch replayed after a crash writes the same chunks and results, and the
+Everything is a function of (stored state, rows, watermark, the control log up to the end the
+rows carry): a micro-batch replayed after a crash writes the same chunks and results, and the
 receiver applies a chunk once.
 """
 
@@ -63,7 +66,7 @@ from spark_jobs.reduce.frontier import InputFrontier
 from spark_jobs.reduce.ownership import OwnershipView
 from spark_jobs.reduce.store import HeldRecords, StateStore
 
-DATA, MARKER, CHUNK, BAD = 0, 1, 2, -1
+DATA, MARKER, CHUNK, CONTROL, BAD = 0, 1, 2, 3, -1
 DONE_KEY = ""  # a state chunk with an empty key (never a record's key): "shipment done" for its epoch
 
 
@@ -116,6 +119,7 @@ def new_meta() -> dict[str, Any]:
         "seen": {},  # input partition -> highest marker epoch covering it here
         "inputs": [],  # input partitions found besides the configured ones (new partitions)
         "known": 0,  # the highest epoch seen in this partition
+        "log_epoch": 0,  # the control log's end as the batches so far read it (CONTROL rows)
         "shipped": 0,  # moves of every epoch up to this one have been shipped (or are owed)
         "buckets": {},  # bucket -> [due, expire, rows, bytes]
         "pending": {},  # key -> {run: {"ship_at", "ship_to", "held", "counts": {count: [indices]}}}
@@ -252,6 +256,12 @@ class WorkerStep:
         started = time.perf_counter()
         self.now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
         self.watermark = int(watermark_ms)
+        if rows is not None and len(rows):
+            control = rows["kind"].to_numpy() == CONTROL
+            if control.any():
+                ends = rows["epoch"].to_numpy()[control]
+                self.meta["log_epoch"] = max(int(self.meta.get("log_epoch", 0)), int(ends.max()))
+                rows = rows[~control]
         if rows is not None and len(rows):
             rows = rows.sort_values("offset", kind="stable").reset_index(drop=True)
             self._consume(rows)
@@ -702,15 +712,22 @@ class WorkerStep:
 
     # --- emission ----------------------------------------------------------------------------------
 
+    def log_epoch(self) -> int:
+        """The control log's end as this batch knows it: its CONTROL rows (the job reads the
+        control topic as a second source, so a replayed batch reads the same end), or the highest
+        epoch its own partition carried, whichever is later."""
+        return max(int(self.meta.get("log_epoch", 0)), int(self.meta["known"]))
+
     def _may_emit(self, rows: Table) -> np.ndarray:
-        """Per row: its run is complete here and has no known end (asked of the log as of now)."""
+        """Per row: its run is complete here and has no known end (asked of the log as this batch
+        read it, not only of the epochs this partition has carried)."""
         may = np.ones(len(rows), dtype=bool)
         if not len(rows):
             return may
         pending = self.meta["pending"]
         moved = self.view.moved_keys
         rehash = bool(self.view.rehash_epochs)
-        latest = self.view.epoch
+        latest = self.log_epoch()
         check: dict[tuple[str, int], bool] = {}
         keys, runs = rows.key.tolist(), rows.run.tolist()
         for i, (key, run) in enumerate(zip(keys, runs, strict=True)):

@@ -21,8 +21,9 @@ from __future__ import annotations
 import json
 
 from ballast.avro.codec import HEADER_LEN, default_store
+from ballast.kafka.dead_letters import DETAIL, REASON, SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
 from ballast.paths import SCHEMAS_DIR
-from spark_jobs.reduce.engine import BAD, CHUNK, DATA, MARKER
+from spark_jobs.reduce.engine import BAD, CHUNK, CONTROL, DATA, MARKER
 from spark_jobs.reduce.outputs import OUTPUT_SCHEMA, RESULT
 from spark_jobs.reduce.stateful import JobSpec, WorkerProcessor
 
@@ -96,7 +97,41 @@ def routed_rows(spark, spec: JobSpec, watermark_delay: str, max_offsets: int = 0
         .when(F.col("env").isNull(), F.lit("Avro decoding failed"))
         .alias("error"),
     )
-    return rows.withWatermark("wm_time", watermark_delay).drop("wm_time")
+    control = control_rows(spark, spec).withColumn("wm_time", F.timestamp_millis(F.lit(0)))
+    both = rows.unionByName(control, allowMissingColumns=True)
+    return both.withWatermark("wm_time", watermark_delay).drop("wm_time")
+
+
+def control_rows(spark, spec: JobSpec):
+    """The control log's events as ``CONTROL`` rows, one per worker label each: their ``epoch``
+    (the record key the log writer gives every event) tells every worker how far the log reached
+    when the micro-batch was planned.
+
+    Why the log as a second source and not read from the workers at run time: the emission rule
+    asks whether a key's run has ended *in the log* (a lagging partition would not show it yet).
+    Asked of the log "now", a batch replayed after a crash could get another answer than its
+    first run did (a move appended in between) and write a window its first run held back, or
+    the reverse. Read as a source, the log's end is part of the batch's planned offsets: the
+    replay reads the same rows and answers the same. The log is small (an event per change), so
+    reading it costs little; the workers fold the events themselves from the control topic."""
+    from pyspark.sql import functions as F
+
+    raw = (
+        spark.readStream.format("kafka")
+        .options(**spec.kafka.spark_source_options())
+        .option("subscribe", spec.topics["control"])
+        .option("startingOffsets", "earliest")
+        .option("failOnDataLoss", "true")
+        .load()
+    )
+    labels = F.array(*[F.lit(int(x)) for x in spec.labels])
+    return raw.select(
+        F.explode(labels).alias("label"),
+        F.lit(-1).cast("long").alias("offset"),
+        F.expr("unix_millis(timestamp)").alias("timestamp"),
+        F.lit(CONTROL).cast("int").alias("kind"),
+        F.coalesce(F.col("key").cast("string").cast("long"), F.lit(0)).alias("epoch"),
+    )
 
 
 def _watermark_time(event_time, max_future_ms: int):
@@ -153,11 +188,11 @@ def headers_column():
     return F.when(
         F.col("reason").isNotNull(),
         F.array(
-            header("ballast.error.reason", F.col("reason")),
-            header("ballast.error.detail", F.col("detail")),
-            header("ballast.source.topic", F.col("source_topic")),
-            header("ballast.source.partition", F.col("source_partition")),
-            header("ballast.source.offset", F.col("source_offset")),
+            header(REASON, F.col("reason")),
+            header(DETAIL, F.col("detail")),
+            header(SOURCE_TOPIC, F.col("source_topic")),
+            header(SOURCE_PARTITION, F.col("source_partition")),
+            header(SOURCE_OFFSET, F.col("source_offset")),
         ),
     )
 

@@ -6,6 +6,8 @@ goes in and out of Spark's state store (RocksDB, checkpointed with the offsets, 
 resumes both together), the control log is followed to its end (the emission rule asks it as of
 now), the input topics' partitions are looked up (a partition added while the job runs joins the
 frontier), and the event-time timer is kept at the earliest row a worker still has to look at.
+The control log's end comes in the data (``CONTROL`` rows, :func:`spark_jobs.reduce.job.control_rows`),
+so a replayed batch folds the log to the same epoch.
 
 State, per worker (:mod:`spark_jobs.reduce.store`): a map of buckets (window start -> encoded
 rows), a value with the engine's meta, a map of held record blocks, a map of chunk pieces.
@@ -159,13 +161,14 @@ class WorkerProcessor(StatefulProcessor):
         spec = self.spec
         stored = self.meta.get()
         meta = load_meta(bytes(stored[0]) if stored is not None else None)
-        known = int(meta["known"]) if meta else 0
+        known = max(int(meta["known"]), int(meta.get("log_epoch", 0))) if meta else 0
         if frame is not None:
-            valid = frame["kind"].to_numpy() != BAD
+            valid = frame["kind"].to_numpy() != BAD  # data, markers, chunks and the log's end
             if valid.any():
                 known = max(known, int(np.max(frame["epoch"].to_numpy()[valid])))
-        self.log.ensure(known, spec.control_timeout_s)
-        view = self.log.latest(spec.control_timeout_s)
+        # the view answers questions up to `known` only (the engine asks of the log's end as the
+        # batch read it), so a view folded further by now changes no answer of a replay
+        view = self.log.ensure(known, spec.control_timeout_s)
         config = WorkerConfig(
             worker,
             spec.input_partitions,

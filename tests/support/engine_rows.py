@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from ballast.control.state import make_event
-from spark_jobs.reduce.engine import CHUNK, DATA, MARKER
+from spark_jobs.reduce.engine import CHUNK, CONTROL, DATA, MARKER
 
 N = 4  # routed partitions (workers)
 PARTITIONS = ("in:0", "in:1")  # input partitions
@@ -67,6 +67,11 @@ def chunk_row(c, job: str = "") -> dict[str, Any]:
     )
 
 
+def control(epoch: int) -> dict[str, Any]:
+    """The control log's end as a micro-batch read it (the job's second source), offset -1."""
+    return row(kind=CONTROL, epoch=epoch, offset=-1)
+
+
 def genesis(workers: int = N) -> dict[str, Any]:
     return make_event(
         0,
@@ -89,12 +94,18 @@ class Worker:
         self.partitions = partitions
         self.config = {"workers": N, "horizon_ms": 1000, **config}
 
-    def step(self, rows: list[dict[str, Any]], watermark: int = 0, now: int = 0, **extra: Any):
+    def step(
+        self, rows: list[dict[str, Any]], watermark: int = 0, now: int = 0, *, log: bool = True, **extra: Any
+    ):
+        """One micro-batch of ``rows``; with ``log`` it also carries the control log's end as the
+        view has it (as the job's control source delivers it to every batch)."""
         from spark_jobs.reduce.engine import WorkerConfig, WorkerStep
 
         for r in rows:
             r["offset"] = self.offset
             self.offset += 1
+        if log:
+            rows = [*rows, control(self.view.epoch)]
         frame = pd.DataFrame(rows, columns=COLUMNS) if rows else None
         config = WorkerConfig(self.w, self.partitions, **self.config)
         result = WorkerStep(config, self.processor, self.view, self.store, self.meta, **extra).run(

@@ -10,8 +10,10 @@ checkpoint the way an operator would.
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +21,10 @@ import numpy as np
 
 from ballast.avro.codec import AvroCodec
 from ballast.control.log import ControlLogWriter
-from ballast.control.state import initial_state, routing_update
+from ballast.control.state import initial_state, routing_update, scale
 from ballast.harness.pipeline import Pipeline
 from ballast.kafka.configuration import KafkaConfig
+from ballast.kafka.dead_letters import DeadLetter
 from ballast.kafka.follow import TopicFollower
 from ballast.kafka.reading import read_topic
 from ballast.kafka.topics import TopicLayout
@@ -36,18 +39,30 @@ START_MS = 1_767_225_600_000
 
 
 def reduce_events(
-    n: int, num_keys: int = 2_000, z: float = 1.0, seed: int = 7, per_ms: int = 10
+    n: int,
+    num_keys: int = 2_000,
+    z: float = 1.0,
+    seed: int = 7,
+    per_ms: int = 10,
+    skew_ms: tuple[int, ...] = (),
 ) -> list[dict[str, Any]]:
     """Zipf-keyed events with dyadic values (multiples of 1/4: sums are exact in any order) and
-    event times that advance 1 ms every ``per_ms`` events (10,000 events = 1 s of event time)."""
+    event times that advance 1 ms every ``per_ms`` events (10,000 events = 1 s of event time).
+
+    ``skew_ms[p]`` is added to the event time of every event of input partition ``p`` (the
+    partition its key goes to with :data:`INPUT_PARTITIONS` partitions): input partitions whose
+    clocks disagree, as producers on different hosts have them. An event's ``payload`` is its index
+    in the list (8 bytes, big-endian), so a record found anywhere downstream names its event."""
     ids = zipf_key_ids(n, num_keys, z, seed)
     values = np.random.default_rng(seed + 1).integers(0, 400, size=n) / 4.0
+    names = [key_name(i) for i in range(num_keys)]
+    skews = [skew_ms[kafka_partition(name.encode(), INPUT_PARTITIONS)] if skew_ms else 0 for name in names]
     return [
         {
-            "key": key_name(int(ids[i])),
+            "key": names[int(ids[i])],
             "value": float(values[i]),
             "payload": i.to_bytes(8, "big"),
-            "event_time": START_MS + i // per_ms,
+            "event_time": START_MS + i // per_ms + skews[int(ids[i])],
         }
         for i in range(n)
     ]
@@ -75,8 +90,9 @@ class ReduceKit:
         self.jobs: dict[str, str] = {}  # job -> its service name
         self.commands: dict[str, Any] = {}  # service name -> the command that starts it again
         self.owner: dict[str, int] = {}  # the kit's own record of every pin it sent
+        self.hashed_workers = WORKERS  # the kit's own record of the last SCALE it sent
         self._output: TopicFollower | None = None  # follows the output topic (see results)
-        self._latest: dict[tuple[str, str, int], dict[str, Any]] = {}
+        self._rows: list[dict[str, Any]] = []  # every output row read, in read order
         self._result_codec = AvroCodec("io.ballast.OutputResult")
 
     # --- input and control ----------------------------------------------------------------------
@@ -89,6 +105,16 @@ class ReduceKit:
         event = self.writer.send(*routing_update(pins, reason="reduce test"))
         self.owner.update(pins)
         return int(event["epoch"])
+
+    def scale(self, workers: int) -> int:
+        """``SCALE`` to ``workers`` hashed workers: every unpinned key rehashes."""
+        event = self.writer.send(*scale(workers, reason="reduce test"))
+        self.hashed_workers = workers
+        return int(event["epoch"])
+
+    def current_owner(self, key: str) -> int:
+        """The worker ``key`` goes to now, by the kit's own record of what it sent."""
+        return self.owner.get(key, kafka_partition(key.encode(), self.hashed_workers))
 
     def committed(self) -> int:
         """Input offsets the routers have committed (records routed, exactly once)."""
@@ -107,12 +133,17 @@ class ReduceKit:
         self.pipe.start(command, wait=False)
         return command.name
 
-    def start_router(self, router_id: str) -> str:
-        command = self.pipe.router(router_id, commit_interval_ms=200, stats_interval_s=2, log_level="warning")
-        return self._start(command)
+    def start_router(self, router_id: str, **settings: Any) -> str:
+        """``ballast router run`` of ``router_id`` (``settings``: more of its flags by setting name)."""
+        settings = {"commit_interval_ms": 200, "stats_interval_s": 2, "log_level": "warning", **settings}
+        return self._start(self.pipe.router(router_id, **settings))
 
-    def start_job(self, job: str, processor: str, *extra: str) -> str:
-        self.jobs[job] = self._start(self.pipe.reduce(job, processor, *extra, trigger="1 second"))
+    def start_job(self, job: str, processor: str, *extra: str, env: dict[str, str] | None = None) -> str:
+        """``ballast reduce run`` of ``job`` (``env``: more environment, e.g. a PYTHONPATH)."""
+        command = self.pipe.reduce(job, processor, *extra, trigger="1 second")
+        if env:
+            command = replace(command, env={**command.env, **env})
+        self.jobs[job] = self._start(command)
         return self.jobs[job]
 
     def submit_job(self, job: str, processor: str, master: str, *extra: str) -> str:
@@ -126,12 +157,42 @@ class ReduceKit:
         """The driver's own log of a submitted job."""
         return self.pipe.driver_log(job)
 
-    def restart_job(self, job: str) -> str:
+    def restart_job(self, job: str, *extra: str) -> str:
         """kill -9 the job's driver (every process group below it), then start it again on the same
-        checkpoint."""
+        checkpoint (``extra``: flags added to its command, e.g. another ``--chunk-bytes``)."""
         name = self.jobs[job]
         self.pipe.kill(name)
-        return self._start(self.commands[name])
+        command = self.commands[name]
+        if extra:
+            command = replace(command, args=(*command.args, *extra))
+        return self._start(command)
+
+    def kill_job_mid_batch(
+        self, job: str, condition: Callable[[WorkerStats], bool], timeout: float = 300.0
+    ) -> WorkerStats:
+        """kill -9 the job's driver the moment a worker's stats satisfy ``condition``: a worker has
+        written its part of a micro-batch, the batch is not committed (its other tasks still run),
+        so the restarted job must run that batch again. Returns the stats that triggered it."""
+        reader = self.pipe.metrics()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for m in reader.poll(0.05):
+                if (
+                    m.source.startswith(f"{job}/worker-")
+                    and isinstance(m.body, WorkerStats)
+                    and condition(m.body)
+                ):
+                    self.pipe.kill(self.jobs[job])
+                    return m.body
+            self.pipe.check_running(self.jobs[job])
+        raise TimeoutError(f"no stats of {job} satisfied the condition within {timeout} s")
+
+    def pause_router(self, router_id: str) -> None:
+        """SIGSTOP a router: a stalled process (a GC pause, a frozen VM), its transaction left open."""
+        self.pipe.signal(f"router-{router_id}", signal.SIGSTOP)
+
+    def resume_router(self, router_id: str) -> None:
+        self.pipe.signal(f"router-{router_id}", signal.SIGCONT)
 
     def restart_router(self, router_id: str, down_s: float = 3.0) -> str:
         """kill -9 a router, leave it down ``down_s``, start it again with the same id."""
@@ -161,18 +222,20 @@ class ReduceKit:
 
     # --- reading what the jobs wrote -----------------------------------------------------------------
 
-    def results(self, job: str) -> dict[tuple[str, int], dict[str, Any]]:
-        """The latest output row per (key, window start) of ``job`` (a rewrite replaces the older).
+    def rows(self, job: str) -> list[dict[str, Any]]:
+        """Every output row of ``job`` read so far, in read order (replays and corrections too).
 
         One follower reads the output topic for the kit's life, so polling for results reads each
         record once instead of the whole topic every time."""
         if self._output is None:
             self._output = TopicFollower(self.kafka, self.layout.name("output"))
         while msgs := self._output.poll(1.0):
-            for m in msgs:
-                row = self._result_codec.decode(m.value())
-                self._latest[(row["job"], row["key"], row["window_start"])] = row
-        return {(k, w): row for (j, k, w), row in self._latest.items() if j == job}
+            self._rows.extend(self._result_codec.decode(m.value()) for m in msgs)
+        return [r for r in self._rows if r["job"] == job]
+
+    def results(self, job: str) -> dict[tuple[str, int], dict[str, Any]]:
+        """The latest output row per (key, window start) of ``job``: what a keep-latest reader has."""
+        return {(r["key"], r["window_start"]): r for r in self.rows(job)}
 
     def worker_stats(self, job: str) -> list[WorkerStats]:
         """Every WorkerStats record of ``job`` so far (the harness's one metrics reader)."""
@@ -180,6 +243,22 @@ class ReduceKit:
 
     def dead_letters(self) -> list[Any]:
         return read_topic(self.kafka, self.layout.name("dead_letter"), idle=1.0, timeout=60.0)
+
+    def dead_lettered(self) -> list[DeadLetter]:
+        """Every dead letter, with the event it names when it names one: the router's carry the
+        input record, the reduce's name the routed record by position (its payload is the event's
+        index, :func:`reduce_events`)."""
+        letters = [DeadLetter.of(m) for m in self.dead_letters()]
+        wanted = {(d.partition, d.offset) for d in letters if d.topic == self.layout.name("routed")}
+        found: dict[tuple[int, int], int] = {}
+        if wanted:
+            envelope = AvroCodec("io.ballast.RoutedEnvelope")
+            for m in read_topic(self.kafka, self.layout.name("routed"), idle=2.0, timeout=300.0):
+                if (m.partition(), m.offset()) in wanted:
+                    branch, body = envelope.decode(m.value())["body"]
+                    if branch == "io.ballast.DataRecord" and len(body["payload"]) == 8:
+                        found[(m.partition(), m.offset())] = int.from_bytes(body["payload"], "big")
+        return [replace(d, event=found.get((d.partition, d.offset))) for d in letters]
 
     def wait_results(
         self, job: str, expected: dict[tuple[str, int], Any], timeout: float = 300.0

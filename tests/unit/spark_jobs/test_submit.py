@@ -82,6 +82,13 @@ def test_cluster_resources_come_from_settings():
     assert "--total-executor-cores" not in _command()  # 0: whatever the cluster offers
 
 
+def test_a_users_processor_package_goes_to_the_executors():
+    cmd = _command(settings=SubmitSettings(py_files="/home/me/acme.zip"))
+    assert cmd[cmd.index("--py-files") + 1] == "/home/me/acme.zip"
+    assert cmd.index("--py-files") < cmd.index("/apps/job.py")  # spark-submit options come before the app
+    assert "--py-files" not in _command()
+
+
 def test_no_jars_no_jars_flag():
     assert "--jars" not in _command(jars=[])
 

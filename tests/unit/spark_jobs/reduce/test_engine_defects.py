@@ -57,6 +57,20 @@ def test_2_a_lagging_old_owner_never_writes_a_moved_window_with_a_wrong_value() 
     assert emitted(first) + emitted(second) == [(K, 0, 2, 5.0)]
 
 
+def test_2b_the_answer_is_the_logs_end_as_the_batch_read_it() -> None:
+    """The same lag, but the batch W0 runs did not read epoch 1 in the log (it was planned before
+    the update was appended): W0 emits from what it holds, as Spark would on this batch's first
+    run and on every replay of it. The rule asks the log as the batch read it, so a replay cannot
+    answer otherwise than the first run."""
+    view = view_with({K: 1})
+    w0 = Worker(0, view, AGG)
+    w0.step([marker(0, 0), data(K, 1.0, 10, 0)], log=False)
+    assert emitted(w0.step([], watermark=500, log=False)) == [(K, 0, 1, 1.0)]
+    w0b = Worker(0, view, AGG)
+    w0b.step([marker(0, 0), data(K, 1.0, 10, 0)])
+    assert emitted(w0b.step([], watermark=500)) == []
+
+
 def test_3_a_window_counts_the_late_records_it_left_out() -> None:
     w = Worker(0, view_with(), AGG)
     w.step([marker(0, 0), data(K, 1.0, 10, 0)])

@@ -37,7 +37,7 @@ from spark_jobs.reduce.engine import DATA, MARKER, WorkerConfig, WorkerStep
 from spark_jobs.reduce.ownership import OwnershipView
 from spark_jobs.reduce.store import DictStore
 from tests.support import reduce_reference
-from tests.support.engine_rows import COLUMNS, PARTITIONS, chunk_row, genesis, row
+from tests.support.engine_rows import COLUMNS, PARTITIONS, chunk_row, control, genesis, row
 
 W = 4  # routed partitions
 HORIZON = 1_000
@@ -80,7 +80,9 @@ class Cluster:
             q = self.queues[w]
             end = len(q) if final else self.rng.randint(self.read[w], len(q))
             rows = q[self.read[w] : end]
-            frame = pd.DataFrame(rows, columns=COLUMNS) if rows else None
+            # every batch reads the control log's end as it is when the batch is planned (the
+            # job's second source); a replay of the batch reads the same rows
+            frame = pd.DataFrame([*rows, control(self.view.epoch)], columns=COLUMNS)
             if self.rng.random() < self.crash_rate:  # outputs written, state not committed: replayed
                 self._step(w, frame, commit=False)
                 self.replays += 1
