@@ -22,7 +22,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ballast.settings import Settings, setting
+from ballast.settings import Settings, SettingsError, setting
 from spark_jobs.durations import interval_ms
 
 
@@ -85,13 +85,17 @@ class ReduceSettings(Settings):
 
     def __post_init__(self) -> None:
         self.spark_options()  # a malformed pair fails at parse time, before Spark starts
-        for name in ("watermark_delay", "max_future", "trigger"):
-            interval_ms(getattr(self, name))
-        if self.correction_horizon:
-            interval_ms(self.correction_horizon)
         from spark_jobs.processors.spec import from_spec  # numpy only: no Spark starts
 
-        from_spec(self.processor)  # a bad processor is a usage error before any broker is asked
+        checks = [(n, interval_ms) for n in ("watermark_delay", "max_future", "trigger")]
+        if self.correction_horizon:
+            checks.append(("correction_horizon", interval_ms))
+        checks.append(("processor", from_spec))  # a bad processor is one line before any broker is asked
+        for name, check in checks:
+            try:
+                check(getattr(self, name))
+            except ValueError as exc:
+                raise SettingsError(f"--{name.replace('_', '-')}: {exc}") from None
 
     def resolved_job_id(self, prefix: str) -> str:
         """The job id, or the default one for this deployment and processor."""
