@@ -1,52 +1,23 @@
-"""Checkpoint: which input offsets are processed, and when that becomes durable.
+"""The router's epoch as offset-commit metadata: the first half of the frontier rule.
 
-Why an object of its own (Quix Streams' ``Checkpoint`` is the model): offsets, the open
-transaction, the commit (with its retry and abort-and-rewind) and the rebalance callbacks all
-change the same two facts, "what has been processed" and "what is committed"; spread over the
-loop they were easy to get subtly wrong. The loop only advances :attr:`Checkpoint.offsets` per
-record and asks :meth:`commit` at interval ends.
-
-* Offsets: the router commits the offsets of what it has *processed*, tracked per partition, not
-  ``consumer.position()``. A rebalance callback runs inside ``consume()``, when librdkafka may
-  already have advanced the position past records that sit in the batch being built; committing
-  the position there would skip them. The same table lets the loop drop records at offsets below
-  the next one to process (a re-fetch after a rebalance or an abort) and records of partitions no
-  longer owned.
-* Exactly-once: one transaction per commit interval holds everything produced plus the processed
-  positions (``send_offsets_to_transaction`` with the group metadata, KIP-447). An abortable error
-  aborts and rewinds the consumer to the committed offsets.
-* At-least-once: no transactions; at the end of each interval the producer is flushed, then offsets
-  are committed synchronously. A crash replays at most one interval.
-* The epoch travels with the offsets (offset-commit metadata ``ballast-epoch=<e>``, inside the
-  transaction under exactly-once): it is the epoch this router routes the partition under from
-  that offset on. The next owner reads it in :meth:`on_assign` and must not route the partition
-  under an older table (:attr:`required_epoch`), the first half of the frontier rule
-  (docs/router.md). A partition with no committed offset gets its start (the earliest offset) at
-  assignment, so it is committed, epoch and all, in the very next commit even if it stays idle.
-* A commit that times out is *resumed*: librdkafka wants the call that failed repeated, not the
-  sequence restarted (``send_offsets_to_transaction`` after it succeeded conflicts with the
-  commit in progress).
-* :attr:`floors` is where the current assignment (or rewind) started per partition. A record
-  below it cannot be a re-fetch: the consumer reset its position (the committed offset was out of
-  range, e.g. a recreated topic), so the loop trusts the fetched position and counts a reset.
+Why with the offsets: the epoch a partition is routed under from an offset on is committed with that
+offset (``ballast-epoch=<e>``, inside the transaction under exactly-once), so the next owner of the
+partition learns it at assignment and catches up with the control log to it before routing
+anything; a partition's epochs never go back when it changes hands (docs/router.md, "The frontier
+rule"). The :class:`~ballast.kafka.checkpoint.Checkpoint` carries the metadata; what it means is
+the router's.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
+from collections.abc import Iterable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
-
-from ballast.kafka.clients import DeliveryTracker
-from services.router.errors import RouterError
-from services.router.metrics import RouterMetrics
+from confluent_kafka import TopicPartition
 
 log = logging.getLogger(__name__)
 
 EPOCH_METADATA = "ballast-epoch="
-WATERMARK_TIMEOUT_S = 10.0
 
 
 def epoch_metadata(epoch: int) -> str:
@@ -67,213 +38,6 @@ def epoch_of(metadata: str | None) -> int:
     return 0
 
 
-class Checkpoint:
-    """Processed offsets per owned input partition, the open interval, and committing them."""
-
-    def __init__(
-        self,
-        consumer: Consumer,
-        producer: Producer,
-        metrics: RouterMetrics,
-        *,
-        exactly_once: bool,
-        commit_interval_s: float,
-        on_rewind: Callable[[], None] | None = None,
-        deliveries: DeliveryTracker | None = None,
-        name: str = "router",
-        commit_timeout_s: float = 60.0,
-        commit_attempts: int = 5,
-        on_assigned: Callable[[], None] | None = None,
-        before_commit: Callable[[], None] | None = None,
-    ) -> None:
-        self.consumer = consumer
-        self.producer = producer
-        self.metrics = metrics
-        self.exactly_once = exactly_once
-        self.commit_interval_s = commit_interval_s
-        # next offset to process per owned input partition (-1: no committed offset yet); the
-        # loop reads and advances it directly, per record
-        self.offsets: dict[tuple[str, int], int] = {}
-        # where the current assignment (or the last rewind) started, per partition
-        self.floors: dict[tuple[str, int], int] = {}
-        self.assigned: set[tuple[str, int]] = set()
-        # the epoch routed under from the next offset on: committed as offset metadata
-        self.epoch = 0
-        # the highest epoch committed by earlier owners of newly assigned partitions: the loop
-        # catches up with the control log to it before routing them
-        self.required_epoch = 0
-        self.in_txn = False
-        self.opened = 0.0  # monotonic start of the open interval; 0: none open
-        self.commit_timeout_s = commit_timeout_s
-        self.commit_attempts = commit_attempts
-        self._on_rewind = on_rewind or (lambda: None)
-        self._on_assigned = on_assigned or (lambda: None)
-        # last words of an interval (the key statistics record), inside its transaction
-        self._before_commit = before_commit or (lambda: None)
-        # failures reported by the producer's delivery callback (at-least-once only)
-        self._deliveries = deliveries or DeliveryTracker()
-        self._name = name
-
-    # --- intervals --------------------------------------------------------------------------------
-
-    def begin(self) -> None:
-        """Open an interval (and, exactly-once, its transaction) unless one is open."""
-        if self.exactly_once:
-            if not self.in_txn:
-                self.producer.begin_transaction()
-                self.in_txn = True
-                self.opened = time.monotonic()
-        elif not self.opened:
-            self.opened = time.monotonic()
-
-    def due(self, now: float) -> bool:
-        """The open interval has lasted the commit interval."""
-        return bool(self.opened) and now - self.opened >= self.commit_interval_s
-
-    @property
-    def is_open(self) -> bool:
-        """An interval (under exactly-once, a transaction) is open: something awaits a commit."""
-        return bool(self.opened)
-
-    def positions(self) -> list[TopicPartition]:
-        """Offsets to commit: the next offset to process of every owned partition, with the epoch."""
-        md = epoch_metadata(self.epoch)
-        return [TopicPartition(t, p, off, metadata=md) for (t, p), off in self.offsets.items() if off >= 0]
-
-    def commit(self) -> None:
-        """End the interval: commit the transaction (EOS) or flush and commit offsets (ALO)."""
-        if self.exactly_once:
-            self._commit_transaction()
-        else:
-            self._flush_and_commit()
-
-    def _commit_transaction(self) -> None:
-        if not self.in_txn:
-            return
-        self._before_commit()
-        positions = self.positions()
-        offsets_sent = not positions
-        timeout = self.commit_timeout_s
-        for attempt in range(1, self.commit_attempts + 1):
-            try:
-                # resume where the last attempt failed: each call is repeated, never the sequence
-                if not offsets_sent:
-                    self.producer.send_offsets_to_transaction(
-                        positions, self.consumer.consumer_group_metadata(), timeout
-                    )
-                    offsets_sent = True
-                self.producer.commit_transaction(timeout)
-                break
-            except KafkaException as exc:
-                err = exc.args[0]
-                if err.txn_requires_abort():
-                    log.warning("router %s: aborting transaction: %s", self._name, err)
-                    self.abort_and_rewind()
-                    return
-                if err.retriable() and attempt < self.commit_attempts:
-                    step = "commit" if offsets_sent else "send offsets"
-                    log.warning(
-                        "router %s: %s attempt %d/%d failed, retrying: %s",
-                        self._name, step, attempt, self.commit_attempts, err,
-                    )  # fmt: skip
-                    self.metrics.commit_retried()
-                    continue
-                raise RouterError(f"transaction commit failed: {err}") from exc
-        self.in_txn = False
-        self.opened = 0.0
-        self.metrics.committed(transaction=True)
-
-    def _flush_and_commit(self) -> None:
-        self._before_commit()
-        self.opened = 0.0
-        remaining = self.producer.flush(60)
-        if remaining:
-            raise RouterError(f"{remaining} records not delivered within 60 s")
-        if self._deliveries.failed:
-            raise RouterError(f"delivery failed: {self._deliveries.first_error}")
-        positions = self.positions()
-        if positions:
-            try:
-                self.consumer.commit(offsets=positions, asynchronous=False)
-            except KafkaException as exc:
-                # e.g. a rebalance fenced this generation: the new owner replays (at least once)
-                log.warning("offset commit failed: %s", exc)
-        self.metrics.committed(transaction=False)
-
-    def abort_and_rewind(self) -> None:
-        """Drop the open transaction and go back to the committed offsets (earliest when none)."""
-        self.producer.abort_transaction(self.commit_timeout_s)
-        self.in_txn = False
-        self.opened = 0.0
-        self.metrics.transaction_aborted()
-        owned = [TopicPartition(t, p) for t, p in sorted(self.assigned)]
-        if owned:
-            for tp in self.consumer.committed(owned, timeout=30):
-                start = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
-                self.consumer.seek(TopicPartition(tp.topic, tp.partition, start))
-                self.offsets[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else -1
-                self.floors[(tp.topic, tp.partition)] = tp.offset
-        # the aborted transaction took this epoch's markers with it: the caller re-queues them
-        self._on_rewind()
-
-    def close(self) -> None:
-        """On the way out: an interval still open here was not committed; abort it (best effort)."""
-        try:
-            if self.in_txn:
-                self.producer.abort_transaction(30)
-                self.in_txn = False
-        except KafkaException as exc:  # pragma: no cover - best effort on the way out
-            log.warning("abort on close failed: %s", exc)
-
-    # --- rebalances (consumer callbacks; they run inside consume()) -------------------------------
-
-    def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        if not partitions:
-            return
-        self.assigned |= {(tp.topic, tp.partition) for tp in partitions}
-        # fetching resumes at the committed offsets: records below them were processed already
-        for tp in consumer.committed(partitions, timeout=30):
-            key = (tp.topic, tp.partition)
-            start = tp.offset if tp.offset >= 0 else self._earliest(consumer, tp)
-            self.offsets[key] = start
-            self.floors[key] = start
-            self.required_epoch = max(self.required_epoch, epoch_of(tp.metadata))
-        log.info(
-            "router %s: assigned %s (committed epoch up to %d)",
-            self._name, sorted(self.assigned), self.required_epoch,
-        )  # fmt: skip
-        self._on_assigned()
-
-    def _earliest(self, consumer: Consumer, tp: TopicPartition) -> int:
-        """Where a partition without a committed offset starts (auto.offset.reset=earliest)."""
-        try:
-            low, _high = consumer.get_watermark_offsets(
-                TopicPartition(tp.topic, tp.partition), timeout=WATERMARK_TIMEOUT_S, cached=False
-            )
-        except KafkaException as exc:
-            raise RouterError(f"cannot find the start of {tp.topic}[{tp.partition}]: {exc}") from exc
-        return low
-
-    def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        # finish the interval while this generation still owns the partitions: the next owner
-        # starts exactly at the committed positions
-        self.commit()
-        self.forget(partitions)
-
-    def on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        """Partitions taken away without a revoke (session or poll interval exceeded): this
-        generation may not commit any more. The open transaction is aborted; it also held records
-        and markers of partitions still owned, so those rewind and their markers are re-queued."""
-        lost = [(tp.topic, tp.partition) for tp in partitions]
-        log.warning("router %s: partitions lost: %s", self._name, lost)
-        self.forget(partitions)
-        if self.in_txn:
-            self.abort_and_rewind()
-        else:
-            self._on_rewind()
-
-    def forget(self, partitions: list[TopicPartition]) -> None:
-        for tp in partitions:
-            self.assigned.discard((tp.topic, tp.partition))
-            self.offsets.pop((tp.topic, tp.partition), None)
-            self.floors.pop((tp.topic, tp.partition), None)
+def committed_epoch(committed: Iterable[TopicPartition]) -> int:
+    """The highest epoch earlier owners committed for these partitions (0: none)."""
+    return max((epoch_of(tp.metadata) for tp in committed), default=0)
