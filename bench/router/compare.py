@@ -35,9 +35,13 @@ spec.loader.exec_module(run)
 import services.router.router as r
 assert r.__file__.startswith(tree), r.__file__
 from ballast.kafka.admin import ensure_topics, make_admin
-from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicSpec
-kafka = KafkaConfig.plaintext(bootstrap, "bench-compare")
+try:  # the connection config since 49e3d28
+    from ballast.kafka.configuration import KafkaConfig
+    kafka = KafkaConfig.plaintext(bootstrap, "bench-compare")
+except ImportError:  # before it
+    from ballast.kafka.config import KafkaConfig
+    kafka = KafkaConfig(bootstrap_servers=bootstrap, client_id="bench-compare")
 admin = make_admin(kafka)
 tag = uuid.uuid4().hex[:8]
 bare_out = f"cmp-bare-{tag}"
