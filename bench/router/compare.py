@@ -3,11 +3,14 @@
 Why: the machine is shared and noisy, so a ratio measured today cannot be compared with one
 measured on another day. This starts one broker, preloads one input, and then, round after round,
 runs the bare consume→produce loop and the router of BASE and of the working tree (HEAD) in turn,
-each in a fresh process whose imports resolve to its own checkout (a temporary ``git worktree`` of
-BASE). Every run reports router/bare measured back to back on the same broker and input; the
-medians per mode and commit are what to compare. The bare loop and the router run are each
-checkout's own ``bench/router/run.py`` functions (``bare``, ``routed_run``, ``router_layout``), so a
-commit's benchmark measures that commit's router.
+each driven by a fresh process whose imports resolve to its own checkout (a temporary ``git
+worktree`` of BASE). Every run reports router/bare measured back to back on the same broker and
+input; the medians per mode and commit are what to compare. The bare loop and the router run are
+each checkout's own ``bench/router/run.py`` functions (``bare``, ``routed_run``, ``router_layout``),
+so a commit's benchmark measures that commit's router the way that commit measures it (a ``ballast
+router run`` process of that checkout since the benchmarks start services only through the CLI,
+in the driver's process before). The driver copes with both sides of the rename of
+``ballast.kafka.config`` to ``ballast.kafka.configuration``.
 
 Writes bench/results/router_compare.json (every run and the medians) and router_compare.png.
 """
@@ -32,12 +35,18 @@ sys.path.insert(0, tree)
 spec = importlib.util.spec_from_file_location("bench_router_run", f"{tree}/bench/router/run.py")
 run = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(run)
-import services.router.router as r
-assert r.__file__.startswith(tree), r.__file__
+import ballast
+# the tree's own code; its benchmark starts its router (`ballast router run`, or in-process in
+# trees before the router ran as a process) from this checkout too (PYTHONPATH = its root)
+assert ballast.__file__.startswith(tree), ballast.__file__
 from ballast.kafka.admin import ensure_topics, make_admin
-from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicSpec
-kafka = KafkaConfig.plaintext(bootstrap, "bench-compare")
+try:  # the connection config since 49e3d28
+    from ballast.kafka.configuration import KafkaConfig
+    kafka = KafkaConfig.plaintext(bootstrap, "bench-compare")
+except ImportError:  # before it
+    from ballast.kafka.config import KafkaConfig
+    kafka = KafkaConfig(bootstrap_servers=bootstrap, client_id="bench-compare")
 admin = make_admin(kafka)
 tag = uuid.uuid4().hex[:8]
 bare_out = f"cmp-bare-{tag}"

@@ -2,10 +2,19 @@
 
 Starts its own broker (free ports, temp folder), preloads N records of 100-byte payloads with Zipf
 keys into a 4-partition input topic, then runs, one after the other over the same input: bare ALO,
-router ALO, bare EOS, router EOS (fresh consumer group and output topic each). Throughput is records
-over the time from the first consumed record to the last input offset processed. Latency is the
-routed record's LogAppendTime minus the input record's CreateTime on a 1 % sample; since the input is
-preloaded it measures how long a record waited in the backlog plus routing, not steady-state latency.
+router ALO, bare EOS, router EOS (fresh consumer group each). The router runs as users run it, a
+``ballast router run`` process started through the local stack's supervisor (the harness's
+:class:`~ballast.harness.pipeline.Pipeline`); the bare loop runs in a thread of this process.
+
+Throughput is measured from outside, the same way for both loops: N records over the time from the
+first record the loop wrote (the earliest LogAppendTime, stamped by the broker, among the output's
+first data records of this run; epoch markers do not count) to the moment the loop's group has
+committed all N input offsets (polled every 20 ms with one long-lived client). So it covers routing
+and the commit of the last records, not the router's start-up (``make bench-router-startup``).
+Latency is the routed record's LogAppendTime minus the input record's CreateTime on a 1 % sample,
+measured in a separate phase in which the input arrives at a steady rate (see ``paced_producer``),
+starting once the loop consumes (the bare loop has its partitions; the router has announced epoch 0
+in every routed partition), so neither loop's start-up is counted as latency.
 Writes bench/results/router.json and router.png.
 """
 
@@ -13,34 +22,37 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from ballast.avro.codec import AvroCodec
-from ballast.avro.wire import INPUT_HEADER, encode_input_body
+from ballast.avro.wire import DATA_PREFIX, INPUT_HEADER, encode_input_body
 from ballast.deployment.create import create_deployment
 from ballast.devstack.stack import start_stack, stop_stack
+from ballast.harness.pipeline import Pipeline
 from ballast.kafka.admin import ensure_topics, make_admin
 from ballast.kafka.clients import produce_all
 from ballast.kafka.configuration import KafkaConfig
+from ballast.kafka.groups import GroupOffsets
 from ballast.kafka.topics import TopicLayout, TopicSpec
 from ballast.waiting import wait_until
 from ballast.workload import key_name, zipf_key_ids
-from services.router.config import RouterSettings
-from services.router.router import Router
 
 ROOT = Path(__file__).resolve().parents[2]
 BATCH = 10_000
 COMMIT_MS = 500
 APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
 FOREVER = 3600.0  # the benchmark has no deadline of its own; a stuck run ends here
+PROBE_INTERVAL_S = 0.02  # how often the group's committed offsets are asked for
 
 
 def log(msg: str) -> None:
@@ -93,38 +105,124 @@ def paced_producer(kafka: KafkaConfig, topic: str, n: int, keys: int, rate: floa
     return th
 
 
-def committed(probe: Consumer, topic: str, parts: int) -> int:
-    """Sum of the group's committed offsets (``probe`` is a consumer of that group that never polls).
+def end_offsets(kafka: KafkaConfig, topic: str) -> dict[int, int]:
+    """Each partition's end (high watermark): where this run's records will start. Asked again
+    while the broker cannot answer yet (a topic just created has no leader for a moment)."""
+    probe = Consumer(kafka.consumer(f"bench-ends-{uuid.uuid4().hex[:8]}"))
 
-    One long-lived probe: creating a client per check would steal CPU from the router under test.
-    """
+    def ask() -> dict[int, int] | None:
+        try:
+            parts = probe.list_topics(topic, timeout=10).topics[topic].partitions
+            return {p: probe.get_watermark_offsets(TopicPartition(topic, p), 10, False)[1] for p in parts}
+        except KafkaException:
+            return None
+
     try:
-        return sum(
-            max(tp.offset, 0) for tp in probe.committed([TopicPartition(topic, p) for p in range(parts)], 10)
+        return wait_until(ask, 60, f"the end offsets of {topic}", 0.1)
+    finally:
+        probe.close()
+
+
+def first_append_s(kafka: KafkaConfig, topic: str, start: dict[int, int], is_data) -> float:
+    """The earliest broker append time (LogAppendTime, seconds) of the first data record after
+    ``start`` in each partition: when the loop wrote its first record."""
+    ends = end_offsets(kafka, topic)
+    pending = {p for p, off in start.items() if ends.get(p, 0) > off}
+    consumer = Consumer(kafka.consumer(f"bench-first-{uuid.uuid4().hex[:8]}"))
+    consumer.assign([TopicPartition(topic, p, start[p]) for p in sorted(pending)])
+    first: list[int] = []
+    deadline = time.monotonic() + 120
+    try:
+        while pending and time.monotonic() < deadline:
+            msgs = consumer.consume(1_000, 0.5)
+            for m in msgs:
+                p = m.partition()
+                if m.error() is None and p in pending and is_data(m.value()):
+                    first.append(m.timestamp()[1])
+                    pending.discard(p)
+                    consumer.pause([TopicPartition(topic, p)])
+            if not msgs:  # read to the end without a data record (markers only): nothing to find
+                for tp in consumer.position([TopicPartition(topic, p) for p in pending]):
+                    if tp.offset >= ends[tp.partition]:
+                        pending.discard(tp.partition)
+    finally:
+        consumer.close()
+    if not first:
+        raise RuntimeError(f"no record written to {topic} in this run")
+    return min(first) / 1000
+
+
+def committed_time(kafka: KafkaConfig, group: str, src: str, n: int, check=lambda: None) -> float:
+    """The wall-clock moment ``group`` has committed ``n`` offsets of ``src`` (``check`` raises when
+    the loop failed). One long-lived client asks: a client per check would steal CPU from the loop."""
+    offsets = GroupOffsets(kafka.with_client_id("bench-probe"), group, src)
+    last = [0]
+
+    def reached() -> bool:
+        check()
+        last[0] = offsets.total()
+        return last[0] >= n
+
+    try:
+        wait_until(
+            reached, FOREVER, f"{n:,} input offsets committed", PROBE_INTERVAL_S, lambda: f"{last[0]:,}"
         )
-    except Exception:
-        return -1
+        return time.time()
+    finally:
+        offsets.close()
 
 
-def bare(kafka: KafkaConfig, src: str, dst: str, n: int, eos: bool) -> float:
-    """The reference loop: consume(batch) → produce(value) per record, same client settings."""
+def bare(
+    kafka: KafkaConfig, src: str, dst: str, n: int, eos: bool, feed: Callable[[], object] | None = None
+) -> float:
+    """The reference loop, records/s: consume(batch) → produce(value) per record, same client settings,
+    same commit cadence; run in a thread and measured like the router (module docstring). ``feed``
+    is called once the loop has its partitions (it starts the input of the latency phase)."""
     group = f"bare-{uuid.uuid4().hex[:8]}"
+    start = end_offsets(kafka, dst)
+    failed: list[BaseException] = []
+    assigned = threading.Event()
+
+    def loop() -> None:
+        try:
+            bare_loop(kafka, src, dst, n, eos, group, assigned)
+        except BaseException as exc:  # reported by the measuring thread
+            failed.append(exc)
+
+    def check() -> None:
+        if failed:
+            raise RuntimeError(f"the bare loop failed: {failed[0]!r}") from failed[0]
+
+    th = threading.Thread(target=loop, daemon=True)
+    th.start()
+    if feed is not None:
+        wait_until(lambda: check() or assigned.is_set(), FOREVER, "the bare loop's partitions", 0.01)
+        feed()
+    done = committed_time(kafka, group, src, n, check)
+    th.join(60)
+    check()
+    return n / (done - first_append_s(kafka, dst, start, lambda v: True))
+
+
+def bare_loop(
+    kafka: KafkaConfig, src: str, dst: str, n: int, eos: bool, group: str, assigned: threading.Event
+) -> None:
+    """consume(batch) → produce(value, key) until ``n`` records, committing every COMMIT_MS
+    (a transaction with the offsets under exactly-once; flush, then offsets, otherwise);
+    ``assigned`` is set once the group gave it partitions."""
     cons = Consumer(kafka.consumer(group))
     extra = {"transactional.id": f"bare-{group}"} if eos else {}
     prod = Producer(kafka.producer(**extra))
     if eos:
         prod.init_transactions(30)
-    cons.subscribe([src])
+    cons.subscribe([src], on_assign=lambda _c, parts: parts and assigned.set())
     seen = 0
-    t0 = None
     in_txn = False
     last_commit = time.monotonic()
     while seen < n:
         msgs = cons.consume(BATCH, 0.1)
         if not msgs:
             continue
-        if t0 is None:
-            t0 = time.perf_counter()
         if eos and not in_txn:
             prod.begin_transaction()
             in_txn = True
@@ -149,14 +247,12 @@ def bare(kafka: KafkaConfig, src: str, dst: str, n: int, eos: bool) -> float:
                 prod.flush()
                 cons.commit(offsets=pos, asynchronous=False)
     prod.flush()
-    elapsed = time.perf_counter() - (t0 or time.perf_counter())
     cons.close()
-    return n / elapsed
 
 
 def router_layout(kafka: KafkaConfig, admin, prefix: str) -> TopicLayout:
     """A deployment of its own per router run (topic names come only from a layout, epoch 0 from
-    its control log's genesis); the routed topic stamps LogAppendTime, which the latency phase reads."""
+    its control log's genesis); the routed topic stamps LogAppendTime, which the measurements read."""
     layout = TopicLayout(prefix=prefix, workers=8, input_partitions=4)
     specs = layout.specs()
     specs["routed"] = TopicSpec("routed", layout.name("routed"), 8, APPEND_TIME)
@@ -164,30 +260,52 @@ def router_layout(kafka: KafkaConfig, admin, prefix: str) -> TopicLayout:
     return layout
 
 
-def routed_run(kafka: KafkaConfig, layout: TopicLayout, n: int, eos: bool, src: str) -> float:
+def routed_run(
+    kafka: KafkaConfig,
+    layout: TopicLayout,
+    n: int,
+    eos: bool,
+    src: str,
+    folder: Path | None = None,
+    feed: Callable[[], object] | None = None,
+) -> float:
+    """The router, records/s: ``ballast router run`` (router id ``bench``, a fresh group, batch and
+    commit interval as the bare loop's) over ``src``, measured from outside (module docstring).
+
+    ``folder``: where the supervisor keeps the service's folder and logs (a stack folder; none: a
+    temporary one, removed afterwards). ``feed`` is called once the router consumes: it has
+    announced epoch 0 in every routed partition for every input partition (``src`` must then be
+    the layout's input topic)."""
     group = f"router-{uuid.uuid4().hex[:8]}"
-    settings = RouterSettings(
-        router_id="bench",
-        group_id=group,
-        exactly_once=eos,
-        batch_size=BATCH,
-        commit_interval_ms=COMMIT_MS,
-        input_topics=(src,),
-    )
-    router = Router.connect(settings, layout, kafka)
-    th = threading.Thread(target=router.run, daemon=True)
-    th.start()
-    wait_until(lambda: router.totals.offered > 0, FOREVER, "the router's first record", interval=0.005)
-    t0 = time.perf_counter()
-    wait_until(lambda: router.totals.offered >= n, FOREVER, f"the router reading {n} records", interval=0.005)
-    # the last records must be out too: wait for the commit covering them
-    probe = Consumer(kafka.consumer(group, **{"client.id": "bench-probe"}))
-    wait_until(lambda: committed(probe, src, 4) >= n, FOREVER, f"{n} input offsets committed", interval=0.05)
-    elapsed = time.perf_counter() - t0
-    probe.close()
-    router.stop()
-    th.join(60)
-    return n / elapsed
+    routed = layout.name("routed")
+    start = end_offsets(kafka, routed)
+    work = folder or Path(tempfile.mkdtemp(prefix="ballast-bench-router-"))
+    try:
+        with Pipeline(kafka, layout, work, create=False) as pipe:
+            command = pipe.router(
+                "bench",
+                group_id=group,
+                exactly_once=eos,
+                batch_size=BATCH,
+                commit_interval_ms=COMMIT_MS,
+                input_topics=(src,),
+            )
+            # timing starts at its first routed record, not here
+            pipe.start(command, wait=feed is not None, timeout=FOREVER)
+            if feed is not None:
+                pipe.wait_epoch(0, FOREVER)
+                feed()
+            done = committed_time(kafka, group, src, n, lambda: pipe.check_running(command.name))
+            code = pipe.stop(command.name)  # SIGTERM: it commits what is open and prints its totals
+            if code != 0:
+                raise RuntimeError(f"the router exited {code}:\n{pipe.log_tail(command.name)}")
+            totals = json.loads(pipe.output(command.name).strip().splitlines()[-1])
+            if totals["offered"] < n:
+                raise RuntimeError(f"the router read {totals['offered']:,} records, expected {n:,}")
+    finally:
+        if folder is None:
+            shutil.rmtree(work, ignore_errors=True)
+    return n / (done - first_append_s(kafka, routed, start, lambda v: v.startswith(DATA_PREFIX)))
 
 
 def latency(kafka: KafkaConfig, src: str, dst: str, parts: int, envelope: bool) -> dict[str, float]:
@@ -274,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"{mode}: bare loop ({attempt}/{args.repeats})")
                 b = max(b, bare(kafka, src, f"bench.bare-{tag}", n, eos))
                 log(f"{mode}: router ({attempt}/{args.repeats})")
-                r = max(r, routed_run(kafka, routed, n, eos, src))
+                r = max(r, routed_run(kafka, routed, n, eos, src, state_dir))
             log(f"{mode}: bare {b:,.0f} rec/s, router {r:,.0f} rec/s (ratio {r / b:.2f})")
             # latency at a steady input rate, fresh topics so nothing is backlogged
             lat: dict[str, dict] = {}
@@ -286,12 +404,16 @@ def main(argv: list[str] | None = None) -> int:
                     paced = router_layout(kafka, admin, f"bench-paced-{tag}")
                     p_src, p_dst = paced.name("input"), paced.name("routed")
                 log(f"{mode}: {loop} latency, {paced_n:,} records at {args.paced_rate:,.0f}/s")
-                feeder = paced_producer(kafka, p_src, paced_n, args.keys, args.paced_rate)
+                feeders: list[threading.Thread] = []
+
+                def feed(src: str = p_src, started: list[threading.Thread] = feeders) -> None:
+                    started.append(paced_producer(kafka, src, paced_n, args.keys, args.paced_rate))
+
                 if loop == "bare":
-                    bare(kafka, p_src, p_dst, paced_n, eos)
+                    bare(kafka, p_src, p_dst, paced_n, eos, feed)
                 else:
-                    routed_run(kafka, paced, paced_n, eos, p_src)
-                feeder.join(120)
+                    routed_run(kafka, paced, paced_n, eos, p_src, state_dir, feed)
+                feeders[0].join(120)
                 lat[loop] = latency(kafka, p_src, p_dst, 8, envelope=loop == "router")
             log(f"{mode}: router p50 {lat['router']['p50_ms']:.0f} ms, p99 {lat['router']['p99_ms']:.0f} ms")
             results[mode] = {
@@ -309,13 +431,19 @@ def main(argv: list[str] | None = None) -> int:
             "batch_size": BATCH,
             "commit_interval_ms": COMMIT_MS,
             "repeats": args.repeats,
-            "throughput_note": "best of `repeats` alternating runs per loop; same input, fresh group each",
+            "throughput_note": (
+                "records / (moment the loop's group has committed all of them - broker append time of "
+                "the first record it wrote), both measured from outside; the router a `ballast router "
+                "run` process, the bare loop a thread; best of `repeats` alternating runs per loop, "
+                "same input, fresh group each"
+            ),
             "input_partitions": 4,
             "routed_partitions": 8,
             "latency_note": (
                 "routed LogAppendTime - input CreateTime, 1% sample, input produced at a steady "
-                "paced_rate (below both loops' throughput) into fresh topics; under exactly-once a "
-                "reader (read_committed) also waits for the commit, up to commit_interval_ms more"
+                "paced_rate (below both loops' throughput) into fresh topics, from the moment the "
+                "loop consumes; under exactly-once a reader (read_committed) also waits for the "
+                "commit, up to commit_interval_ms more"
             ),
             "paced_rate_per_s": args.paced_rate,
             "paced_records": paced_n,

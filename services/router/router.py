@@ -7,8 +7,10 @@ Structure (decisions in docs/router.md). The loop wires parts that each own one 
   commit the open transaction, then the next transaction starts with the epoch's marker in every
   routed partition, so every record routed under epoch e follows a marker e covering its input
   partition (the frontier rule, docs/router.md).
-* :class:`~services.router.checkpoint.Checkpoint` owns processed offsets, transactions (EOS) or
-  flush-and-commit (ALO), abort-and-rewind and the rebalance callbacks.
+* :class:`~ballast.kafka.checkpoint.Checkpoint` (the library's) owns processed offsets,
+  transactions (EOS) or flush-and-commit (ALO), abort-and-rewind and the rebalance callbacks; the
+  router hands it the epoch as commit metadata (:mod:`services.router.epochs`) and learns the
+  epochs earlier owners committed when partitions are assigned.
 * :class:`~services.router.envelopes.EnvelopeWriter` owns what is written: envelope suffixes,
   markers, dead letters, metrics records.
 * :class:`~services.router.routes.RouteCache` memoises ``RoutingTable.route`` per epoch.
@@ -32,21 +34,22 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from ballast.avro.wire import DATA_PREFIX, INPUT_HEADER, LOW14, BodyError, scan_input_body, uvarint, zigzag
 from ballast.control.genesis import check_router
 from ballast.control.log import ControlLogReader
 from ballast.control.state import ControlState, initial_state
 from ballast.kafka.admin import make_admin, partition_count
+from ballast.kafka.checkpoint import Checkpoint
 from ballast.kafka.clients import DeliveryTracker, make_consumer, make_producer
 from ballast.kafka.configuration import LIBRDKAFKA_MESSAGE_MAX_BYTES, KafkaConfig
 from ballast.kafka.topics import TopicLayout
 from ballast.routing.table import InvalidKeyError
-from services.router.checkpoint import Checkpoint
 from services.router.config import RouterSettings
 from services.router.control_follower import ControlFollower, ControlSource
 from services.router.envelopes import DLQ_HEADERS, PRODUCE_MARGIN, EnvelopeWriter, splice_bound
+from services.router.epochs import committed_epoch, epoch_metadata
 from services.router.errors import RouterError
 from services.router.input_formats import RECORD_ERRORS, InputError, InputParser
 from services.router.metrics import RouterMetrics, RouterTotals, now_ms
@@ -98,17 +101,21 @@ class Router:
         self.checkpoint = Checkpoint(
             consumer,
             producer,
-            self.metrics,
             exactly_once=settings.exactly_once,
             commit_interval_s=settings.commit_interval_ms / 1000,
+            metrics=self.metrics,
+            commit_metadata=self._commit_metadata,
+            on_assigned=self._assigned,
             on_rewind=self._rewound,
+            before_commit=self._write_stats,
             deliveries=deliveries,
-            name=rid,
+            name=f"router {rid}",
             commit_timeout_s=settings.commit_timeout_ms / 1000,
             commit_attempts=settings.commit_attempts,
-            on_assigned=self._assigned,
-            before_commit=self._write_stats,
         )
+        # the highest epoch committed by earlier owners of newly assigned partitions: the loop
+        # catches up with the control log to it before routing them
+        self.required_epoch = 0
         self.control = ControlFollower(control)
         self.parser = InputParser(replace(settings.format_options(), max_record_bytes=self.max_record_bytes))
         self.state: ControlState = self.control.state
@@ -245,8 +252,8 @@ class Router:
         s = self.settings
         self._follow_control()
         msgs = self.consumer.consume(s.batch_size, timeout=s.poll_timeout_ms / 1000)
-        if self.checkpoint.required_epoch > self.state.epoch:
-            self._catch_up(self.checkpoint.required_epoch)
+        if self.required_epoch > self.state.epoch:
+            self._catch_up(self.required_epoch)
         if msgs:
             self._begin()
             self._route_batch(msgs)
@@ -288,7 +295,6 @@ class Router:
         self.state = state
         self.routes = RouteCache(state.table, self.settings.route_cache_size)
         self.envelopes.set_epoch(state.epoch)
-        self.checkpoint.epoch = state.epoch
         self._shed_active = any(p < 1.0 for p in state.keep_probability.values())
         self.metrics.epoch_applied(state, initial)
 
@@ -298,8 +304,14 @@ class Router:
         self.envelopes.queue_markers()
         self._next_stats = 0.0
 
-    def _assigned(self) -> None:
-        """New partitions: a marker covering them is owed before their first record."""
+    def _commit_metadata(self) -> str:
+        """The epoch routed under from the committed offsets on (the next owner catches up to it)."""
+        return epoch_metadata(self.state.epoch)
+
+    def _assigned(self, committed: list[TopicPartition]) -> None:
+        """New partitions: their previous owners' committed epochs must be reached before they are
+        routed, and a marker covering them is owed before their first record."""
+        self.required_epoch = max(self.required_epoch, committed_epoch(committed))
         self.envelopes.queue_markers()
 
     def _begin(self) -> None:

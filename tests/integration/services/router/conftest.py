@@ -115,10 +115,11 @@ class RouterKit:
         self.threads.append((router, th))
         return router
 
-    def start_process(self, router_id: str = "r1", *extra: str) -> str:
-        """``ballast router run`` as a service (not waited for); its name in :attr:`pipe`."""
+    def start_process(self, router_id: str = "r1", *extra: str, name: str | None = None) -> str:
+        """``ballast router run`` as a service (not waited for); its name in :attr:`pipe` (``name``:
+        a service of its own, whose log holds only its lines, for a second start of one router id)."""
         command = self.pipe.router(
-            router_id, *extra, commit_interval_ms=200, stats_interval_s=1, log_level="warning"
+            router_id, *extra, name=name, commit_interval_ms=200, stats_interval_s=1, log_level="warning"
         )
         self.pipe.start(command, wait=False)
         return command.name

@@ -36,14 +36,15 @@ def test_a_router_with_conflicting_flags_is_refused_and_fences_nobody(kit):
     kit.produce_events(events[:1_000])
     kit.wait_committed(1_000)
 
-    wrong_workers = kit.start_process("r1", "--workers", "6")
+    # each refused start is a service of its own: a service's log is appended to on a restart
+    wrong_workers = kit.start_process("r1", "--workers", "6", name="r1-wrong-workers")
     code, lines = exited(kit, wrong_workers)
     assert code == 2, lines
     assert lines == [
         f"error: --workers 6 contradicts control log {kit.layout.name('control')}: its genesis records "
         f"{WORKERS} routed partitions"
     ]
-    wrong_active = kit.start_process("r1", "--active-workers", "4")
+    wrong_active = kit.start_process("r1", "--active-workers", "4", name="r1-wrong-active")
     code, lines = exited(kit, wrong_active)
     assert code == 2 and lines == [
         f"error: --active-workers 4 contradicts control log {kit.layout.name('control')}: its genesis "

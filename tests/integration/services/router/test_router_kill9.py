@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from collections import Counter
 
 from conftest import WORKERS
 
+from ballast.devstack.services import wait_ready
 from ballast.waiting import wait_until
 from ballast.workload import input_events
 
@@ -31,6 +33,10 @@ def test_kill9_and_restart_keeps_exactly_once(kit):
     assert killed_at < N // 2, "the router finished before the kill; nothing was tested"
 
     second = kit.start_process("r1")  # the same id: it fences the dead one's transactions
+    # it says when it is ready, and how long Router.connect() took to get there
+    announced = wait_ready(kit.pipe.state, second, 120)
+    assert announced["router_id"] == "r1" and announced["epoch"] == 0
+    assert 0 < announced["startup_s"] < time.time() - kit.pipe.service(second).started_at
     hot = [k for k, _ in Counter(e["key"] for e in events).most_common(50)]
     assign = {k: (kit.states[0].table.route(k.encode()) + 1) % WORKERS for k in hot}
     kit.wait_committed(N // 2)

@@ -26,14 +26,8 @@ from services.router.envelopes import DLQ_HEADERS, PRODUCE_MARGIN
 from services.router.input_formats import FormatOptions, InputError, InputParser
 from services.router.router import Router
 from tests.support import router_fakes as fakes
-from tests.support.router_fakes import (
-    DEAD,
-    ENVELOPE,
-    ROUTED,
-    RecordingProducer,
-    headers_size,
-    play,
-)
+from tests.support.kafka_fakes import RecordingProducer, headers_size
+from tests.support.router_fakes import DEAD, ENVELOPE, ROUTED, play
 
 pytestmark = pytest.mark.unit
 

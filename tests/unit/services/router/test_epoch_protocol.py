@@ -9,16 +9,13 @@ from __future__ import annotations
 import os
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 
 from ballast.control.state import make_event, routing_update
-from services.router.checkpoint import Checkpoint
+from services.router import epochs
 from services.router.config import RouterSettings
-from services.router.metrics import RouterMetrics
 from tests.support import frontier
 from tests.support.router_fakes import (
-    RecordingProducer,
-    ScriptedConsumer,
     make_router,
     msg,
     play,
@@ -143,25 +140,36 @@ def test_an_aborted_transaction_owes_its_marker_again():
 
 def test_a_commit_that_timed_out_is_resumed_not_restarted():
     """librdkafka: after a retriable ``commit_transaction`` error, call ``commit_transaction``
-    again; a second ``send_offsets_to_transaction`` conflicts with the commit in progress."""
-    consumer = ScriptedConsumer({("in", 0): 0})
-    producer = RecordingProducer(consumer)
-    cp = Checkpoint(
-        consumer,  # type: ignore[arg-type]
-        producer,  # type: ignore[arg-type]
-        RouterMetrics("r", 4),
-        exactly_once=True,
-        commit_interval_s=0.5,
-    )
-    cp.on_assign(consumer, [TopicPartition("in", 0)])  # type: ignore[arg-type]
-    cp.begin()
-    cp.offsets[("in", 0)] = 9
+    again; a second ``send_offsets_to_transaction`` conflicts with the commit in progress. The
+    router's ``--commit-attempts`` reaches the checkpoint, and the resumed commit carries the
+    markers, the records and the offsets with their epoch."""
+    router = make_router(exactly_once=True, committed={("in", 0): 0}, commit_attempts=3)
     slow = KafkaException(KafkaError(KafkaError._TIMED_OUT, "slow broker", retriable=True))
-    producer.fail_commit += [slow, slow]
-    cp.commit()
-    assert producer.calls == ["begin", "send_offsets", "commit:failed", "commit:failed", "commit"]
-    assert consumer.group_offsets[("in", 0)] == 9 and not cp.in_txn
-    assert cp.metrics.totals.commit_retries == 2
+    router.producer.fail_commit += [slow, slow]  # type: ignore[attr-defined]
+    play(router, ("assign", [("in", 0)]), ("batch", [msg(0, 0), msg(0, 1)]))
+    calls = router.producer.calls  # type: ignore[attr-defined]
+    assert calls == ["begin", "send_offsets", "commit:failed", "commit:failed", "commit"]
+    assert router.consumer.group_offsets[("in", 0)] == 2  # type: ignore[attr-defined]
+    assert router.consumer.group_metadata[("in", 0)] == "ballast-epoch=0"  # type: ignore[attr-defined]
+    assert router.totals.commit_retries == 2 and router.totals.transactions == 1
+    topic = check(router)
+    assert frontier.source_counts(topic) == {("in", 0, 0): 1, ("in", 0, 1): 1}
+
+
+@pytest.mark.parametrize(
+    ("metadata", "epoch"),
+    [
+        ("ballast-epoch=7", 7),
+        (None, 0),
+        ("", 0),
+        ("ballast-epoch=-3", 0),
+        ("ballast-epoch=x", 0),
+        ("other", 0),
+    ],
+)
+def test_a_committed_epoch_is_read_back_and_foreign_metadata_holds_nobody_back(metadata, epoch):
+    assert epochs.epoch_of(epochs.epoch_metadata(7)) == 7
+    assert epochs.epoch_of(metadata) == epoch
 
 
 def test_routers_started_with_defaults_get_distinct_instance_ids():

@@ -1,30 +1,20 @@
-"""The router's per-partition offset bookkeeping and its checkpoint, driven through the public API.
+"""The router's per-partition offset bookkeeping over its checkpoint, driven through the public API.
 
 Why: a rebalance callback runs inside ``consume()``; records fetched before it can still arrive
 in the batch, and after a re-assignment the same offsets are fetched again. The router must route
 each offset once and commit only what it processed. The Kafka clients are the fakes of
-tests/support/router_fakes.py, injected into the production ``Router``; the integration tests run
-the same code against a real broker.
+tests/support/kafka_fakes.py, injected into the production ``Router`` (tests/support/router_fakes.py);
+the integration tests run the same code against a real broker. The library's ``Checkpoint`` has its
+own tests (tests/unit/ballast/kafka/test_checkpoint.py); these check what the router hands it.
 """
 
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 
 from ballast.control.state import make_event, routing_update
-from services.router.checkpoint import Checkpoint
-from services.router.errors import RouterError
-from services.router.metrics import RouterMetrics
-from tests.support.router_fakes import (
-    RecordingProducer,
-    ScriptedConsumer,
-    make_router,
-    msg,
-    play,
-    routed,
-    routed_offsets,
-)
+from tests.support.router_fakes import make_router, msg, play, routed, routed_offsets
 
 pytestmark = pytest.mark.unit
 
@@ -120,74 +110,29 @@ def test_new_epoch_commits_first_then_markers_then_records_under_the_new_table()
     assert router.totals.epochs_applied == [1] and router.state.epoch == 1
 
 
-# --- the checkpoint on its own --------------------------------------------------------------------
+# --- what the router hands the checkpoint ----------------------------------------------------------
 
 
-def _checkpoint(committed: dict, exactly_once: bool = True) -> tuple[Checkpoint, ScriptedConsumer, list]:
-    consumer = ScriptedConsumer(committed)
-    rewinds: list[int] = []
-    cp = Checkpoint(
-        consumer,  # type: ignore[arg-type]
-        RecordingProducer(consumer),  # type: ignore[arg-type]
-        RouterMetrics("r", 4),
-        exactly_once=exactly_once,
-        commit_interval_s=0.5,
-        on_rewind=lambda: rewinds.append(1),
+def test_assigned_partitions_require_the_highest_epoch_their_previous_owners_committed():
+    router = make_router(
+        exactly_once=True,
+        committed={("in", 0): 7, ("in", 1): 3, ("in", 2): 1},
+        metadata={("in", 0): "ballast-epoch=12", ("in", 1): "ballast-epoch=3", ("in", 2): "foreign"},
     )
-    return cp, consumer, rewinds
+    router.start()
+    router.checkpoint.on_assign(router.consumer, [TopicPartition("in", p) for p in range(3)])
+    assert router.required_epoch == 12
+    router.checkpoint.on_assign(router.consumer, [TopicPartition("in", 3)])  # nothing committed
+    assert router.required_epoch == 12  # a later assignment never lowers it
+    assert router.checkpoint.offsets == {("in", 0): 7, ("in", 1): 3, ("in", 2): 1, ("in", 3): 0}
+    assert router.envelopes.markers_due  # the new partitions are owed a marker
 
 
-def test_checkpoint_assign_takes_committed_offsets_or_the_earliest_and_the_committed_epoch():
-    cp, consumer, _ = _checkpoint({("in", 0): 7})
-    consumer.group_metadata[("in", 0)] = "ballast-epoch=12"
-    consumer.low_watermarks[("in", 1)] = 4  # no committed offset: starts at the earliest
-    cp.on_assign(consumer, [TopicPartition("in", 0), TopicPartition("in", 1)])  # type: ignore[arg-type]
-    assert cp.offsets == {("in", 0): 7, ("in", 1): 4} and cp.assigned == {("in", 0), ("in", 1)}
-    assert cp.required_epoch == 12
-    cp.epoch = 13
-    assert [(tp.partition, tp.offset, tp.metadata) for tp in cp.positions()] == [
-        (0, 7, "ballast-epoch=13"),
-        (1, 4, "ballast-epoch=13"),
-    ]
-    cp.offsets[("in", 1)] = 3  # the loop processed offset 2 of partition 1
-    cp.on_lost(consumer, [TopicPartition("in", 0)])  # type: ignore[arg-type]
-    assert [(tp.partition, tp.offset) for tp in cp.positions()] == [(1, 3)]
-
-
-def test_checkpoint_abortable_commit_error_rewinds_to_the_committed_offsets():
-    cp, consumer, rewinds = _checkpoint({("in", 0): 7})
-    consumer.assigned = [TopicPartition("in", 0), TopicPartition("in", 1)]
-    cp.on_assign(consumer, consumer.assigned)  # type: ignore[arg-type]
-    cp.begin()
-    cp.offsets[("in", 0)] = 20
-    cp.offsets[("in", 1)] = 5
-    abortable = KafkaException(KafkaError(KafkaError._FENCED, "fenced", txn_requires_abort=True))
-    cp.producer.fail_commit.append(abortable)  # type: ignore[attr-defined]
-    cp.commit()
-    assert cp.producer.calls == ["begin", "send_offsets", "commit:failed", "abort"]  # type: ignore[attr-defined]
-    assert consumer.seeks == [("in", 0, 7), ("in", 1, OFFSET_BEGINNING)]
-    assert cp.offsets == {("in", 0): 7, ("in", 1): -1}
-    assert rewinds == [1] and not cp.in_txn and cp.metrics.totals.aborts == 1
-
-
-def test_checkpoint_retries_a_retriable_commit_error_and_gives_up_on_a_fatal_one():
-    cp, consumer, _ = _checkpoint({("in", 0): 0})
-    cp.on_assign(consumer, [TopicPartition("in", 0)])  # type: ignore[arg-type]
-    cp.begin()
-    retriable = KafkaException(KafkaError(KafkaError._TIMED_OUT, "slow", retriable=True))
-    cp.producer.fail_commit.append(retriable)  # type: ignore[attr-defined]
-    cp.commit()
-    assert cp.metrics.totals.transactions == 1 and not cp.in_txn
-    cp.begin()
-    cp.producer.fail_commit.append(KafkaException(KafkaError(KafkaError._FATAL, "no", fatal=True)))  # type: ignore[attr-defined]
-    with pytest.raises(RouterError, match="transaction commit failed"):
-        cp.commit()
-
-
-def test_checkpoint_interval_is_due_only_when_open_and_old_enough():
-    cp, _, _ = _checkpoint({}, exactly_once=False)
-    assert not cp.due(1e12)
-    cp.begin()
-    assert not cp.due(cp.opened + 0.4) and cp.due(cp.opened + 0.5)
-    cp.commit()
-    assert not cp.due(1e12)
+def test_the_checkpoint_commits_the_epoch_the_router_routes_under():
+    router = make_router(exactly_once=False, committed={("in", 0): 7})
+    router.checkpoint.on_assign(router.consumer, [TopicPartition("in", 0)])
+    assert [(tp.offset, tp.metadata) for tp in router.checkpoint.positions()] == [(7, "ballast-epoch=0")]
+    router.control.reader.events.append(make_event(1, *routing_update({"k": 2})))  # type: ignore[attr-defined]
+    router.start()
+    router.step()  # the control poll applies epoch 1
+    assert [(tp.offset, tp.metadata) for tp in router.checkpoint.positions()] == [(7, "ballast-epoch=1")]

@@ -2,11 +2,17 @@
 
 Why an object of its own (Quix Streams' ``Checkpoint`` is the model): offsets, the open
 transaction, the commit (with its retry and abort-and-rewind) and the rebalance callbacks all
-change the same two facts, "what has been processed" and "what is committed"; spread over the
-loop they were easy to get subtly wrong. The loop only advances :attr:`Checkpoint.offsets` per
-record and asks :meth:`commit` at interval ends.
+change the same two facts, "what has been processed" and "what is committed"; spread over a
+consume→produce loop they were easy to get subtly wrong. The loop only advances
+:attr:`Checkpoint.offsets` per record and asks :meth:`Checkpoint.commit` at interval ends.
 
-* Offsets: the router commits the offsets of what it has *processed*, tracked per partition, not
+Why in the library: every service that consumes, produces and commits its input offsets with
+what it produced (the router, the controller) needs exactly this. What is the service's own comes
+in through hooks (listed on :class:`Checkpoint`): the offset-commit metadata, what the committed
+offsets say at assignment, what to write again after a rewind, the last writes of an interval,
+and where commits are counted (:class:`CheckpointMetrics`).
+
+* Offsets: a service commits the offsets of what it has *processed*, tracked per partition, not
   ``consumer.position()``. A rebalance callback runs inside ``consume()``, when librdkafka may
   already have advanced the position past records that sit in the batch being built; committing
   the position there would skip them. The same table lets the loop drop records at offsets below
@@ -17,18 +23,16 @@ record and asks :meth:`commit` at interval ends.
   aborts and rewinds the consumer to the committed offsets.
 * At-least-once: no transactions; at the end of each interval the producer is flushed, then offsets
   are committed synchronously. A crash replays at most one interval.
-* The epoch travels with the offsets (offset-commit metadata ``ballast-epoch=<e>``, inside the
-  transaction under exactly-once): it is the epoch this router routes the partition under from
-  that offset on. The next owner reads it in :meth:`on_assign` and must not route the partition
-  under an older table (:attr:`required_epoch`), the first half of the frontier rule
-  (docs/router.md). A partition with no committed offset gets its start (the earliest offset) at
-  assignment, so it is committed, epoch and all, in the very next commit even if it stays idle.
+* Metadata travels with the offsets (inside the transaction under exactly-once), so the next owner
+  of a partition reads it in :meth:`Checkpoint.on_assign` (the router's epoch, docs/router.md). A
+  partition with no committed offset gets its start (the earliest offset) at assignment, so it is
+  committed, metadata and all, in the very next commit even if it stays idle.
 * A commit that times out is *resumed*: librdkafka wants the call that failed repeated, not the
   sequence restarted (``send_offsets_to_transaction`` after it succeeded conflicts with the
   commit in progress).
-* :attr:`floors` is where the current assignment (or rewind) started per partition. A record
-  below it cannot be a re-fetch: the consumer reset its position (the committed offset was out of
-  range, e.g. a recreated topic), so the loop trusts the fetched position and counts a reset.
+* :attr:`Checkpoint.floors` is where the current assignment (or rewind) started per partition. A
+  record below it cannot be a re-fetch: the consumer reset its position (the committed offset was
+  out of range, e.g. a recreated topic), so the loop trusts the fetched position.
 """
 
 from __future__ import annotations
@@ -36,59 +40,87 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
 from ballast.kafka.clients import DeliveryTracker
-from services.router.errors import RouterError
-from services.router.metrics import RouterMetrics
 
 log = logging.getLogger(__name__)
 
-EPOCH_METADATA = "ballast-epoch="
 WATERMARK_TIMEOUT_S = 10.0
+FLUSH_TIMEOUT_S = 60.0
 
 
-def epoch_metadata(epoch: int) -> str:
-    """The offset-commit metadata that records the epoch a partition is routed under."""
-    return f"{EPOCH_METADATA}{epoch}"
+class CheckpointError(RuntimeError):
+    """What was produced cannot be made durable with its offsets (a fatal commit error, lost
+    deliveries): the service must stop rather than go on as if it were."""
 
 
-def epoch_of(metadata: str | None) -> int:
-    """The epoch in a committed offset's metadata; 0 when there is none (an older router, or no
-    commit yet): epoch 0 is below every epoch, so it never holds a router back."""
-    if metadata and metadata.startswith(EPOCH_METADATA):
-        try:
-            return max(0, int(metadata[len(EPOCH_METADATA) :]))
-        except ValueError:
-            pass
-    if metadata:
-        log.warning("ignoring foreign offset metadata %r", metadata[:100])
-    return 0
+class CheckpointMetrics(Protocol):
+    """Where a checkpoint reports its commits (a service's metrics object satisfies it)."""
+
+    def committed(self, transaction: bool) -> None:
+        """An interval became durable (``transaction``: an exactly-once commit)."""
+
+    def commit_retried(self) -> None:
+        """A transactional call failed with a retriable error and is called again."""
+
+    def transaction_aborted(self) -> None:
+        """The open transaction was aborted; the consumer went back to the committed offsets."""
+
+
+class NoMetrics:
+    """Counts nothing: for a checkpoint whose service keeps no metrics (and for tests)."""
+
+    def committed(self, transaction: bool) -> None:
+        pass
+
+    def commit_retried(self) -> None:
+        pass
+
+    def transaction_aborted(self) -> None:
+        pass
+
+
+def _nothing(*_args: Any) -> None:
+    pass
 
 
 class Checkpoint:
-    """Processed offsets per owned input partition, the open interval, and committing them."""
+    """Processed offsets per owned input partition, the open interval, and committing them.
+
+    Hooks (each optional):
+
+    * ``commit_metadata()``: the offset-commit metadata of the next commit (None: none);
+    * ``on_assigned(committed)``: after an assignment, with what the group had committed for the
+      new partitions (offset < 0: nothing; ``metadata`` as committed), once :attr:`offsets` holds
+      their starts;
+    * ``on_rewind()``: the open transaction was dropped (or a partition lost without one): what it
+      held that the service owes again (markers, statistics) must be re-queued;
+    * ``before_commit()``: the interval's last writes, inside its transaction.
+    """
 
     def __init__(
         self,
         consumer: Consumer,
         producer: Producer,
-        metrics: RouterMetrics,
         *,
         exactly_once: bool,
         commit_interval_s: float,
+        metrics: CheckpointMetrics | None = None,
+        commit_metadata: Callable[[], str | None] | None = None,
+        on_assigned: Callable[[list[TopicPartition]], None] | None = None,
         on_rewind: Callable[[], None] | None = None,
+        before_commit: Callable[[], None] | None = None,
         deliveries: DeliveryTracker | None = None,
-        name: str = "router",
+        name: str = "checkpoint",
         commit_timeout_s: float = 60.0,
         commit_attempts: int = 5,
-        on_assigned: Callable[[], None] | None = None,
-        before_commit: Callable[[], None] | None = None,
     ) -> None:
         self.consumer = consumer
         self.producer = producer
-        self.metrics = metrics
+        self.metrics: CheckpointMetrics = metrics or NoMetrics()
         self.exactly_once = exactly_once
         self.commit_interval_s = commit_interval_s
         # next offset to process per owned input partition (-1: no committed offset yet); the
@@ -97,19 +129,14 @@ class Checkpoint:
         # where the current assignment (or the last rewind) started, per partition
         self.floors: dict[tuple[str, int], int] = {}
         self.assigned: set[tuple[str, int]] = set()
-        # the epoch routed under from the next offset on: committed as offset metadata
-        self.epoch = 0
-        # the highest epoch committed by earlier owners of newly assigned partitions: the loop
-        # catches up with the control log to it before routing them
-        self.required_epoch = 0
         self.in_txn = False
         self.opened = 0.0  # monotonic start of the open interval; 0: none open
         self.commit_timeout_s = commit_timeout_s
         self.commit_attempts = commit_attempts
-        self._on_rewind = on_rewind or (lambda: None)
-        self._on_assigned = on_assigned or (lambda: None)
-        # last words of an interval (the key statistics record), inside its transaction
-        self._before_commit = before_commit or (lambda: None)
+        self._metadata = commit_metadata or (lambda: None)
+        self._on_assigned: Callable[[list[TopicPartition]], None] = on_assigned or _nothing
+        self._on_rewind: Callable[[], None] = on_rewind or _nothing
+        self._before_commit: Callable[[], None] = before_commit or _nothing
         # failures reported by the producer's delivery callback (at-least-once only)
         self._deliveries = deliveries or DeliveryTracker()
         self._name = name
@@ -136,9 +163,10 @@ class Checkpoint:
         return bool(self.opened)
 
     def positions(self) -> list[TopicPartition]:
-        """Offsets to commit: the next offset to process of every owned partition, with the epoch."""
-        md = epoch_metadata(self.epoch)
-        return [TopicPartition(t, p, off, metadata=md) for (t, p), off in self.offsets.items() if off >= 0]
+        """Offsets to commit: the next offset to process of every owned partition, with the metadata."""
+        md = self._metadata()
+        extra = {} if md is None else {"metadata": md}
+        return [TopicPartition(t, p, off, **extra) for (t, p), off in self.offsets.items() if off >= 0]
 
     def commit(self) -> None:
         """End the interval: commit the transaction (EOS) or flush and commit offsets (ALO)."""
@@ -167,18 +195,18 @@ class Checkpoint:
             except KafkaException as exc:
                 err = exc.args[0]
                 if err.txn_requires_abort():
-                    log.warning("router %s: aborting transaction: %s", self._name, err)
+                    log.warning("%s: aborting transaction: %s", self._name, err)
                     self.abort_and_rewind()
                     return
                 if err.retriable() and attempt < self.commit_attempts:
                     step = "commit" if offsets_sent else "send offsets"
                     log.warning(
-                        "router %s: %s attempt %d/%d failed, retrying: %s",
+                        "%s: %s attempt %d/%d failed, retrying: %s",
                         self._name, step, attempt, self.commit_attempts, err,
                     )  # fmt: skip
                     self.metrics.commit_retried()
                     continue
-                raise RouterError(f"transaction commit failed: {err}") from exc
+                raise CheckpointError(f"transaction commit failed: {err}") from exc
         self.in_txn = False
         self.opened = 0.0
         self.metrics.committed(transaction=True)
@@ -186,18 +214,18 @@ class Checkpoint:
     def _flush_and_commit(self) -> None:
         self._before_commit()
         self.opened = 0.0
-        remaining = self.producer.flush(60)
+        remaining = self.producer.flush(FLUSH_TIMEOUT_S)
         if remaining:
-            raise RouterError(f"{remaining} records not delivered within 60 s")
+            raise CheckpointError(f"{remaining} records not delivered within {FLUSH_TIMEOUT_S:.0f} s")
         if self._deliveries.failed:
-            raise RouterError(f"delivery failed: {self._deliveries.first_error}")
+            raise CheckpointError(f"delivery failed: {self._deliveries.first_error}")
         positions = self.positions()
         if positions:
             try:
                 self.consumer.commit(offsets=positions, asynchronous=False)
             except KafkaException as exc:
                 # e.g. a rebalance fenced this generation: the new owner replays (at least once)
-                log.warning("offset commit failed: %s", exc)
+                log.warning("%s: offset commit failed: %s", self._name, exc)
         self.metrics.committed(transaction=False)
 
     def abort_and_rewind(self) -> None:
@@ -213,7 +241,7 @@ class Checkpoint:
                 self.consumer.seek(TopicPartition(tp.topic, tp.partition, start))
                 self.offsets[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else -1
                 self.floors[(tp.topic, tp.partition)] = tp.offset
-        # the aborted transaction took this epoch's markers with it: the caller re-queues them
+        # the aborted transaction took what the service wrote in it: the hook owes it again
         self._on_rewind()
 
     def close(self) -> None:
@@ -223,7 +251,7 @@ class Checkpoint:
                 self.producer.abort_transaction(30)
                 self.in_txn = False
         except KafkaException as exc:  # pragma: no cover - best effort on the way out
-            log.warning("abort on close failed: %s", exc)
+            log.warning("%s: abort on close failed: %s", self._name, exc)
 
     # --- rebalances (consumer callbacks; they run inside consume()) -------------------------------
 
@@ -232,17 +260,14 @@ class Checkpoint:
             return
         self.assigned |= {(tp.topic, tp.partition) for tp in partitions}
         # fetching resumes at the committed offsets: records below them were processed already
-        for tp in consumer.committed(partitions, timeout=30):
+        committed = consumer.committed(partitions, timeout=30)
+        for tp in committed:
             key = (tp.topic, tp.partition)
             start = tp.offset if tp.offset >= 0 else self._earliest(consumer, tp)
             self.offsets[key] = start
             self.floors[key] = start
-            self.required_epoch = max(self.required_epoch, epoch_of(tp.metadata))
-        log.info(
-            "router %s: assigned %s (committed epoch up to %d)",
-            self._name, sorted(self.assigned), self.required_epoch,
-        )  # fmt: skip
-        self._on_assigned()
+        log.info("%s: assigned %s", self._name, sorted(self.assigned))
+        self._on_assigned(committed)
 
     def _earliest(self, consumer: Consumer, tp: TopicPartition) -> int:
         """Where a partition without a committed offset starts (auto.offset.reset=earliest)."""
@@ -251,7 +276,7 @@ class Checkpoint:
                 TopicPartition(tp.topic, tp.partition), timeout=WATERMARK_TIMEOUT_S, cached=False
             )
         except KafkaException as exc:
-            raise RouterError(f"cannot find the start of {tp.topic}[{tp.partition}]: {exc}") from exc
+            raise CheckpointError(f"cannot find the start of {tp.topic}[{tp.partition}]: {exc}") from exc
         return low
 
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -263,9 +288,10 @@ class Checkpoint:
     def on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Partitions taken away without a revoke (session or poll interval exceeded): this
         generation may not commit any more. The open transaction is aborted; it also held records
-        and markers of partitions still owned, so those rewind and their markers are re-queued."""
+        (and whatever else the service wrote) of partitions still owned, so those rewind and the
+        ``on_rewind`` hook re-queues what is owed."""
         lost = [(tp.topic, tp.partition) for tp in partitions]
-        log.warning("router %s: partitions lost: %s", self._name, lost)
+        log.warning("%s: partitions lost: %s", self._name, lost)
         self.forget(partitions)
         if self.in_txn:
             self.abort_and_rewind()
