@@ -89,6 +89,8 @@ SAMPLES = {
         "values": [1.0, 3.0],
         "worker": 2,
         "epoch": 4,
+        "revision": 1,
+        "excluded_records": 2,
         "keep_probability": 0.5,
         "estimated_count": 6.0,
         "relative_error": 0.3,
