@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 
 from ballast.avro.codec import AvroCodec
 from ballast.kafka.configuration import KafkaConfig
+from ballast.kafka.dead_letters import DeadLetter
 from ballast.kafka.follow import TopicFollower
 from ballast.kafka.reading import read_topic
 from services.demo.check import Window, Write
@@ -51,7 +52,7 @@ def dead_letters(cfg: KafkaConfig, topic: str, routed: str) -> Counter[str]:
     """The reduce's dead letters by reason (the router's name the input topic as their source)."""
     reasons: Counter[str] = Counter()
     for m in read_topic(cfg, topic, idle=1.5, timeout=60):
-        headers = {k: v for k, v in (m.headers() or [])}
-        if headers.get("ballast.source.topic", b"").decode() == routed:
-            reasons[headers.get("ballast.error.reason", b"?").decode()] += 1
+        letter = DeadLetter.of(m)
+        if letter.topic == routed:
+            reasons[letter.reason or "?"] += 1
     return reasons
