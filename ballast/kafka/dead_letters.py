@@ -15,9 +15,10 @@ DETAIL = "ballast.error.detail"
 SOURCE_TOPIC = "ballast.source.topic"
 SOURCE_PARTITION = "ballast.source.partition"
 SOURCE_OFFSET = "ballast.source.offset"
+JOB = "ballast.job"  # the reduce job that refused the record
 
 # every router dead letter carries all of them, in this order (new names are appended: consumers
-# may have relied on the first six); the reduce's carry the first five
+# may have relied on the first six); the reduce's carry the first five and JOB
 DLQ_HEADERS = (
     REASON,
     DETAIL,
@@ -44,6 +45,7 @@ class DeadLetter:
     partition: int
     offset: int
     value: bytes | None = None
+    job: str = ""
     event: int | None = None
 
     @classmethod
@@ -57,4 +59,5 @@ class DeadLetter:
             int(h.get(SOURCE_PARTITION) or -1),
             int(h.get(SOURCE_OFFSET) or -1),
             message.value(),
+            h.get(JOB, ""),
         )

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 
 from ballast.avro.codec import HEADER_LEN, default_store
-from ballast.kafka.dead_letters import DETAIL, REASON, SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
+from ballast.kafka.dead_letters import DETAIL, JOB, REASON, SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
 from ballast.paths import SCHEMAS_DIR
 from spark_jobs.reduce.engine import BAD, CHUNK, CONTROL, DATA, MARKER
 from spark_jobs.reduce.outputs import OUTPUT_SCHEMA, RESULT
@@ -178,8 +178,9 @@ def result_value(job: str):
     return F.when(F.col("row_kind") == F.lit(RESULT), encoded).otherwise(F.col("value"))
 
 
-def headers_column():
-    """Dead letters carry the reason and where the record was, as the router's do."""
+def headers_column(job: str):
+    """Dead letters carry the reason and where the record was, as the router's do, and the job
+    that refused it (several jobs may read one routed topic, each with its own windows)."""
     from pyspark.sql import functions as F
 
     def header(name: str, value):
@@ -193,6 +194,7 @@ def headers_column():
             header(SOURCE_TOPIC, F.col("source_topic")),
             header(SOURCE_PARTITION, F.col("source_partition")),
             header(SOURCE_OFFSET, F.col("source_offset")),
+            header(JOB, F.lit(job)),
         ),
     )
 
@@ -211,9 +213,8 @@ def build_query(
         timeMode="EventTime",
     )
     out = out.withColumn("source_topic", F.lit(spec.topics["routed"]))
-    sink = out.select(
-        "topic", "partition", "key", result_value(spec.job).alias("value"), headers_column().alias("headers")
-    )
+    value, headers = result_value(spec.job).alias("value"), headers_column(spec.job).alias("headers")
+    sink = out.select("topic", "partition", "key", value, headers)
     return (
         sink.writeStream.format("kafka")
         .queryName(spec.job)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ballast.avro.codec import AvroCodec
+from ballast.avro.codec import AvroCodec, DecodeError
 from ballast.control.log import ControlLogWriter
 from ballast.control.state import initial_state, routing_update, scale
 from ballast.harness.pipeline import Pipeline
@@ -255,10 +255,23 @@ class ReduceKit:
             envelope = AvroCodec("io.ballast.RoutedEnvelope")
             for m in read_topic(self.kafka, self.layout.name("routed"), idle=2.0, timeout=300.0):
                 if (m.partition(), m.offset()) in wanted:
-                    branch, body = envelope.decode(m.value())["body"]
+                    try:
+                        branch, body = envelope.decode(m.value())["body"]
+                    except DecodeError:  # the letter of bytes that were no envelope
+                        continue
                     if branch == "io.ballast.DataRecord" and len(body["payload"]) == 8:
                         found[(m.partition(), m.offset())] = int.from_bytes(body["payload"], "big")
         return [replace(d, event=found.get((d.partition, d.offset))) for d in letters]
+
+    def wait_watermark(self, job: str, ms: int, timeout: float = 600.0) -> None:
+        """Until a micro-batch of ``job`` ran under a watermark of at least ``ms``: every window that
+        ends by then has been emitted (a batch emits what its watermark closed)."""
+        wait_until(
+            lambda: any(p.watermark_ms >= ms for p in self.pipe.reduce_progress(job)),
+            timeout,
+            f"a batch of {job} at watermark {ms}",
+            2.0,
+        )
 
     def wait_results(
         self, job: str, expected: dict[tuple[str, int], Any], timeout: float = 300.0
