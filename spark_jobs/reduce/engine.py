@@ -751,10 +751,14 @@ class WorkerStep:
             if not len(table):
                 continue
             may = self._may_emit(table)
+            rows_before = len(table)
             results, table = self.processor.emit(table, wm, may)
             if len(results):
                 self._results.append(results)
                 self._counts["corrections"] += int((results.revision > 0).sum())
+                self._dirty.add(b)
+            if len(table) != rows_before:  # a per-key state emptied by emission left the table
+                may = self._may_emit(table)
                 self._dirty.add(b)
             drop = may & (self._expiry(table) <= wm) & ~table.columns["dirty"].astype(bool)
             if drop.any():

@@ -14,6 +14,7 @@ from collections import defaultdict
 import pytest
 
 from ballast.paths import PROJECT_ROOT
+from ballast.routing.murmur2 import kafka_partition
 from spark_jobs.processors.batch import PerKeyAdapter, batch_processor
 from spark_jobs.processors.spec import from_spec
 from spark_jobs.reduce.ownership import OwnershipView
@@ -81,7 +82,6 @@ def test_the_engine_runs_it_and_moves_its_state_mid_window(user_module):
     """Key k moves from its home to another worker at epoch 1, inside window [0, 100): the new
     owner's partial state and the shipped one merge to the reference."""
     from ballast.control.state import make_event
-    from ballast.routing.murmur2 import kafka_partition
 
     p = from_spec(f"{user_module}:TopValues:n=2,size=100ms")
     key = "k"
@@ -100,3 +100,24 @@ def test_the_engine_runs_it_and_moves_its_state_mid_window(user_module):
     got = new.step([chunk_row(c) for c in shipped.chunks], watermark=1000)
     rows = {(r.key, r.window_start): (r.count, r.sum, tuple(r.values)) for r in got.results.rows()}
     assert rows == _reference(before + after, 2, 100)
+
+
+def test_a_per_key_state_emptied_by_emission_leaves_its_bin_beside_others(user_module):
+    """Several keys share a hash bin; emission empties some states (their rows leave the table)
+    while others stay: the step must not trip over the table shrinking (a crash here would fail
+    the same batch on every replay)."""
+    p = from_spec(f"{user_module}:TopValues:n=2,size=100ms")
+    view = OwnershipView(N)
+    view.apply(genesis())
+    w = Worker(0, view, PerKeyAdapter(p, bins=1))  # one bin: every key in it
+    keys = [k for k in (f"u{i}" for i in range(200)) if kafka_partition(k.encode(), N) == 0][:6]
+    done, open_ = keys[:3], keys[3:]
+    rows = [data(k, 1.0, 10, 0) for k in done] + [data(k, 2.0, 10, 0) for k in open_]
+    rows += [data(k, 3.0, 950, 0) for k in open_]  # a later window keeps these states alive
+    w.step([marker(0, 0), *rows])
+    out = w.step([], watermark=500)
+    assert sorted((r.key, r.window_start, r.count) for r in out.results.rows()) == sorted(
+        [(k, 0, 1) for k in keys]
+    )
+    later = w.step([], watermark=2000)
+    assert sorted((r.key, r.window_start) for r in later.results.rows()) == sorted((k, 900) for k in open_)
