@@ -24,10 +24,10 @@ import pytest
 from ballast.kafka.reading import read_topic
 from ballast.paths import PROJECT_ROOT
 from ballast.routing.murmur2 import kafka_partition
-from ballast.workload import FLUSH_AHEAD_MS, FLUSH_KEY, key_name
+from ballast.workload import FLUSH_KEY, key_name
 from tests.support import reduce_reference
 from tests.support.output_judge import assert_rows_right, judge
-from tests.support.reduce_kit import WORKERS, ReduceKit, reduce_events
+from tests.support.reduce_kit import FLUSH_MS, WORKERS, ReduceKit, reduce_events
 
 EVENTS = 300_000
 RATE = 4_000  # events/s: what the job keeps up with on 2 shared cores (so chunks arrive in a batch)
@@ -224,7 +224,7 @@ def test_replays_by_a_non_mergeable_and_a_users_processor_equal_their_references
     kit.wait_results("last", every_last, timeout=900)
     # windows all of whose records came late have no row of the per-key processor: wait for the
     # watermark the flush event brings instead (every window closes under it)
-    kit.wait_watermark("user", events[-1]["event_time"] + FLUSH_AHEAD_MS - 10_000, timeout=900)
+    kit.wait_watermark("user", events[-1]["event_time"] + FLUSH_MS - 10_000, timeout=900)
     letters = kit.dead_lettered()
     assert {d.reason for d in letters} <= {"late"}, {d.reason for d in letters}
     assert {d.job for d in letters} <= {"last", "user"}

@@ -38,7 +38,7 @@ from ballast.waiting import wait_until
 from ballast.workload import FLUSH_KEY, key_name
 from tests.support import reduce_reference
 from tests.support.output_judge import assert_rows_right, judge
-from tests.support.reduce_kit import WORKERS, ReduceKit, reduce_events
+from tests.support.reduce_kit import FLUSH_MS, WORKERS, ReduceKit, reduce_events
 
 EVENTS = 240_000
 RATE = 4_000
@@ -188,7 +188,7 @@ def test_the_far_future_record_did_not_move_the_watermark(lag_run) -> None:
     kit: ReduceKit = lag_run["kit"]
     marks = [p.watermark_ms for p in kit.pipe.reduce_progress("agg")]
     last_event = lag_run["events"][-1]["event_time"]
-    assert max(marks) <= last_event + 3_600_000  # the flush event's, not the future record's
+    assert max(marks) <= last_event + FLUSH_MS  # the flush event's, not the future record's
     future = next(d for d in lag_run["letters"] if d.reason == "future")
     assert "processing time" in future.detail
 

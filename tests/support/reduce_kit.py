@@ -34,6 +34,7 @@ from ballast.waiting import wait_until
 from ballast.workload import flush_event, key_name, zipf_key_ids
 
 WORKERS = 8
+FLUSH_MS = 20_000  # the flush event's lead over the last event: past every window and delay here
 INPUT_PARTITIONS = 4
 START_MS = 1_767_225_600_000
 
@@ -120,11 +121,11 @@ class ReduceKit:
         """Input offsets the routers have committed (records routed, exactly once)."""
         return self.pipe.routed()
 
-    def flush_after(self, n: int, event_time: int, timeout: float = 300.0) -> None:
+    def flush_after(self, n: int, event_time: int, timeout: float = 300.0, ahead_ms: int = FLUSH_MS) -> None:
         """Once the routers committed all ``n`` events, the flush event (:func:`flush_event`): Spark's
         watermark passes every window, so every window is emitted (its own never closes)."""
         self.pipe.wait_routed(n, timeout)
-        self.produce([flush_event(event_time)])
+        self.produce([flush_event(event_time, ahead_ms=ahead_ms)])
 
     # --- processes --------------------------------------------------------------------------------
 
