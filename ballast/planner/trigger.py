@@ -22,7 +22,9 @@ threshold, not over it. The streak restarts after a rebalance, because the inter
 measured under the old routing. A non-finite ratio (no load measured) counts as not above.
 
 Pure: :func:`observe` takes the trigger's state and one interval's max/mean and returns the
-decision and the next state; the caller keeps the state.
+decision and the next state; the caller keeps the state. It lives in the library, beside the
+planners, because the controller service and the simulator benchmark (``bench/controller``, which
+imports no service) both run it.
 """
 
 from __future__ import annotations

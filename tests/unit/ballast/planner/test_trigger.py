@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from services.controller.trigger import TriggerSettings, TriggerState, observe
+from ballast.planner.trigger import TriggerSettings, TriggerState, observe
 
 pytestmark = pytest.mark.unit
 
