@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 CACHE ?= .cache
 ARGS ?=
 
-.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-router bench-router-compare bench-router-startup bench-reduce clean-cache
+.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-controller bench-router bench-router-compare bench-router-startup bench-reduce clean-cache
 
 setup:
 	@bash deploy/setup.sh
@@ -25,13 +25,16 @@ test-integration: setup
 lint: setup
 	$(VENV)/bin/ruff check ballast services spark_jobs tests bench docs/examples
 
-bench: bench-codec bench-planner bench-router bench-router-startup bench-reduce
+bench: bench-codec bench-planner bench-controller bench-router bench-router-startup bench-reduce
 
 bench-codec: setup
 	$(PY) bench/codec_bench.py $(ARGS)
 
 bench-planner: setup
 	$(PY) bench/planner/run.py $(ARGS)
+
+bench-controller: setup
+	$(PY) -m bench.controller $(ARGS)
 
 clean-cache:
 	rm -rf $(CACHE) $(VENV)

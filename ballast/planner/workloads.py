@@ -34,8 +34,20 @@ def fluctuate(
     The change is ``sum_d |L_d(t) - L_d(t-1)| / mean L`` under hash placement (so it is a property
     of the workload, identical for every planner). Returns the new vector and the change made.
     """
+    q, change, _ = swap_pairs(p, home, num_workers, f, rng)
+    return q, change
+
+
+def swap_pairs(
+    p: np.ndarray, home: np.ndarray, num_workers: int, f: float, rng: np.random.Generator
+) -> tuple[np.ndarray, float, np.ndarray]:
+    """:func:`fluctuate`, also returning the swapped pairs as an ``(m, 2)`` array of key indices.
+
+    The pairs are what a workload needs to give each swap its own instant inside an interval
+    (both keys of a pair change at the same moment, so the total rate stays constant).
+    """
     if f <= 0:
-        return p, 0.0
+        return p, 0.0, np.empty((0, 2), dtype=np.int64)
     n = p.size
     q = p.copy()
     delta = np.zeros(num_workers)
@@ -43,8 +55,8 @@ def fluctuate(
     used = np.zeros(n, dtype=bool)
     change = 0.0
     batch = min(n, 512)
-    swaps = 0
-    while change < f and swaps < n // 2:
+    pairs: list[tuple[int, int]] = []
+    while change < f and len(pairs) < n // 2:
         # Hot keys cool down: `a` drawn by frequency; a random key heats up: `b` uniform.
         a_cand = rng.choice(n, size=batch, p=q / q.sum())
         b_cand = rng.integers(0, n, size=batch)
@@ -57,14 +69,14 @@ def fluctuate(
             q[a], q[b] = q[b], q[a]
             delta[home[a]] -= diff
             delta[home[b]] += diff
-            swaps += 1
+            pairs.append((a, b))
             progressed = True
             change = float(np.abs(delta).sum()) / mean
             if change >= f:
                 break
         if not progressed:
             break
-    return q, change
+    return q, change, np.array(pairs, dtype=np.int64).reshape(-1, 2)
 
 
 @dataclass
