@@ -191,6 +191,7 @@ def make_event(
     body: Mapping[str, Any],
     issuer: str = "ballast-control-cli",
     issued_at: int | None = None,
+    request_id: str = "",
 ) -> dict[str, Any]:
     """A ControlEvent dict ready for the codec (payload in fastavro's tuple notation)."""
     if etype not in PAYLOAD_RECORD:
@@ -200,16 +201,37 @@ def make_event(
         "issued_at": int(time.time() * 1000) if issued_at is None else int(issued_at),
         "issuer": issuer,
         "type": etype,
+        "request_id": request_id,
         "payload": (PAYLOAD_RECORD[etype], dict(body)),
     }
 
 
 def routing_update(
-    assign: Mapping[str, int], unassign: Iterable[str] = (), reason: str = ""
+    assign: Mapping[str, int], unassign: Iterable[str] = (), reason: str = "", migration_id: str = ""
 ) -> tuple[str, dict]:
     return "ROUTING_UPDATE", {
         "assign": {k: int(w) for k, w in assign.items()},
         "unassign": list(unassign),
+        "reason": reason,
+        "migration_id": migration_id,
+    }
+
+
+def migration_step(
+    migration_id: str,
+    phase: str,
+    keys: Iterable[str] = (),
+    from_workers: Iterable[int] = (),
+    to_workers: Iterable[int] = (),
+    reason: str = "",
+) -> tuple[str, dict]:
+    """A ``MIGRATION_STEP`` event's body: START, STATE_SENT, DONE or ABORT of a paced migration."""
+    return "MIGRATION_STEP", {
+        "migration_id": migration_id,
+        "phase": phase,
+        "keys": list(keys),
+        "from_workers": [int(w) for w in from_workers],
+        "to_workers": [int(w) for w in to_workers],
         "reason": reason,
     }
 

@@ -18,7 +18,7 @@ from ballast.settings import Settings, setting
 
 DAY_MS = 24 * 3600 * 1000
 
-ROLES = ("input", "routed", "control", "metrics", "output", "dead_letter")
+ROLES = ("input", "routed", "control", "requests", "responses", "metrics", "output", "dead_letter")
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,22 @@ class TopicLayout:
                 {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"},
                 "io.ballast.ControlEvent",
                 "The control log: one partition (total order), kept forever, written only by the controller.",
+            ),
+            "requests": TopicSpec(
+                "requests",
+                f"{p}.control-requests",
+                1,
+                {"retention.ms": str(7 * DAY_MS)},
+                "io.ballast.ControlRequest",
+                "Requests to change the control log (one partition: the controller takes them in order).",
+            ),
+            "responses": TopicSpec(
+                "responses",
+                f"{p}.control-responses",
+                1,
+                {"retention.ms": str(7 * DAY_MS)},
+                "io.ballast.ControlResponse",
+                "The controller's answer to each request, keyed by request id.",
             ),
             "metrics": TopicSpec(
                 "metrics",

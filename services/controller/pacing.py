@@ -32,6 +32,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from ballast.control.state import migration_step
+
 
 class Mode(StrEnum):
     ALL_AT_ONCE = "all-at-once"
@@ -107,9 +109,10 @@ class Marker:
     keys: tuple[str, ...]
     from_workers: tuple[int, ...]
     to_workers: tuple[int, ...]
+    reason: str = ""
 
     @classmethod
-    def of(cls, migration_id: str, phase: str, moves: Iterable[KeyMove]) -> Marker:
+    def of(cls, migration_id: str, phase: str, moves: Iterable[KeyMove], reason: str = "") -> Marker:
         moves = tuple(moves)
         return cls(
             migration_id,
@@ -117,17 +120,14 @@ class Marker:
             tuple(m.key for m in moves),
             tuple(m.source for m in moves),
             tuple(m.target for m in moves),
+            reason,
         )
 
     def payload(self) -> dict:
         """The fields of the schema's ``MigrationStep`` record."""
-        return {
-            "migration_id": self.migration_id,
-            "phase": self.phase,
-            "keys": list(self.keys),
-            "from_workers": list(self.from_workers),
-            "to_workers": list(self.to_workers),
-        }
+        return migration_step(
+            self.migration_id, self.phase, self.keys, self.from_workers, self.to_workers, self.reason
+        )[1]
 
 
 @dataclass(frozen=True)

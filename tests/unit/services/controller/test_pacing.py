@@ -164,7 +164,8 @@ def test_marker_payload_has_exactly_the_schemas_fields():
     assert set(payload) == {f["name"] for f in step["fields"]}
     assert {"START", "DONE", "ABORT"} <= set(phases)
     assert payload == {
-        "migration_id": "m", "phase": "START", "keys": ["a"], "from_workers": [0], "to_workers": [1]
+        "migration_id": "m", "phase": "START", "keys": ["a"], "from_workers": [0], "to_workers": [1],
+        "reason": "",
     }
 
 
