@@ -17,6 +17,11 @@ class UsageError(ValueError):
     """A command-line value makes no sense (a missing file, ``KEY=WORKER`` without a worker)."""
 
 
+class EnvironmentProblem(RuntimeError):
+    """Something outside the command is missing or not answering (a service not running): one
+    line, exit 1. Services raise subclasses of it for their own such cases."""
+
+
 def say(message: str) -> None:
     """A progress line: stderr, so stdout stays the command's result."""
     print(message, file=sys.stderr, flush=True)

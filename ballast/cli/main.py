@@ -24,7 +24,7 @@ import traceback
 from dataclasses import dataclass
 
 from ballast.cli.commands import registered_commands
-from ballast.cli.console import UsageError
+from ballast.cli.console import EnvironmentProblem, UsageError
 from ballast.settings import Settings, SettingsError, setting
 
 
@@ -76,6 +76,7 @@ def exit_code(exc: BaseException) -> int | None:
     if isinstance(exc, (*user, ControlLogError)):
         return 2
     environment = (
+        EnvironmentProblem,
         BrokerUnreachable,
         TopicMissingError,
         StackError,

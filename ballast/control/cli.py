@@ -1,14 +1,14 @@
-"""``ballast control send|show``: write control events by hand, exactly as the controller will.
+"""``ballast control send|log|show|table|rebalance``: ask the controller for changes, read the log.
 
-Why a CLI before the controller exists: tests, demos and operators need to move keys, scale and
-shed; going through :class:`~ballast.control.log.ControlLogWriter` means the same dense-epoch,
-fenced, validated path the controller (a later issue) will use.
+Why ``send`` asks instead of writing: the control log has one writer, the controller
+(``ballast controller run``), so every change is checked against the state it lands on and gets
+one place in one order. ``send`` sends a ``ControlRequest`` (:mod:`ballast.control.requests`) and
+waits for the answer: the accepted epoch (exit 0), the refusal with its reason (exit 2), or, when no
+controller answers within ``--timeout``, one line saying so and how to start one (exit 1).
 
 Settings come from :mod:`ballast.settings` only: the connection (``--bootstrap``, ``--state-dir``),
 the topic layout (topic names) and the issuer. Epoch 0 comes from the control log's genesis
-(written by ``ballast topics create``), not from flags. The writer's transactional id is derived
-from the control topic by :mod:`ballast.control.log`, so every writer of one control log fences
-every other.
+(written by ``ballast topics create``), not from flags.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ballast.cli.connection import ConnectionSettings
-from ballast.cli.console import UsageError, add_command
+from ballast.cli.console import EnvironmentProblem, UsageError, add_command
 from ballast.kafka.topics import LayoutSettings
 from ballast.settings import Settings, setting
 
@@ -30,14 +30,15 @@ class ControlSettings(Settings):
 
     ENV_PREFIX: ClassVar[str] = "BALLAST_CONTROL_"
 
-    issuer: str = setting("ballast-control-cli", "issuer name stored in each event")
+    issuer: str = setting("ballast-control-cli", "who asks (stored with the request)")
+    timeout: float = setting(10.0, "seconds to wait for the controller's answer", minimum=0.1)
 
 
 @dataclass(frozen=True)
 class EventRequest:
     """What ``control send`` was asked to write, parsed before any broker is contacted."""
 
-    kind: str  # "update" | "snapshot" | "scale" | "shed"
+    kind: str  # "update" | "scale" | "shed"
     assign: dict[str, int]
     unassign: tuple[str, ...]
     scale: int | None
@@ -57,9 +58,9 @@ def _pair(flag: str, item: str, cast: type, what: str) -> tuple[str, object]:
 
 def parse_request(args: argparse.Namespace) -> EventRequest:
     """The event the flags ask for; exactly one kind per command (a :class:`UsageError` otherwise)."""
-    kinds = [bool(args.assign or args.unassign), args.snapshot, args.scale is not None, bool(args.shed)]
+    kinds = [bool(args.assign or args.unassign), args.scale is not None, bool(args.shed)]
     if sum(kinds) != 1:
-        raise UsageError("give exactly one of --assign/--unassign, --snapshot, --scale, --shed")
+        raise UsageError("give exactly one of --assign/--unassign, --scale, --shed")
     assign = dict(_pair("--assign", a, int, "KEY=WORKER with an integer WORKER") for a in args.assign)
     shed = None
     if args.shed:
@@ -67,23 +68,27 @@ def parse_request(args: argparse.Namespace) -> EventRequest:
         shed = (target, float(p))  # type: ignore[arg-type]
     if args.scale is not None and args.scale < 1:
         raise UsageError(f"--scale: expected a number of workers >= 1, got {args.scale}")
-    kind = "update" if kinds[0] else "snapshot" if args.snapshot else "scale" if kinds[2] else "shed"
+    kind = "update" if kinds[0] else "scale" if kinds[1] else "shed"
     return EventRequest(kind, assign, tuple(args.unassign), args.scale, shed, args.reason)  # type: ignore[arg-type]
 
 
-def build_event(request: EventRequest, state) -> tuple[str, dict]:  # state: ControlState
-    """(type, body) of the requested event against the current folded ``state``."""
-    from ballast.control import state as cs
-
+def request_body(request: EventRequest) -> tuple[str, dict]:
+    """(kind, payload) of the ``ControlRequest`` that asks for the event."""
     if request.kind == "update":
-        return cs.routing_update(request.assign, request.unassign, request.reason)
-    if request.kind == "snapshot":
-        return cs.table_snapshot(state)
+        return "ROUTING_UPDATE", {
+            "assign": dict(request.assign),
+            "unassign": list(request.unassign),
+            "reason": request.reason,
+        }
     if request.kind == "scale":
         assert request.scale is not None
-        return cs.scale(request.scale, request.reason)
+        return "SCALE", {"num_workers": request.scale, "reason": request.reason}
     assert request.shed is not None
-    return cs.shedding(request.shed[0], request.shed[1], request.reason)
+    return "SHEDDING", {
+        "target": request.shed[0],
+        "keep_probability": request.shed[1],
+        "reason": request.reason,
+    }
 
 
 def _open(args: argparse.Namespace):  # -> (KafkaConfig, control topic, ControlState before the genesis)
@@ -107,18 +112,64 @@ def _event_json(e: dict, with_issuer: bool = False) -> str:
     return json.dumps({**out, "payload": e["payload"][1]}, default=repr)
 
 
+def _client(args: argparse.Namespace):
+    from ballast.control.requests import ControlClient
+
+    kafka = ConnectionSettings.from_args(args).checked_kafka_config("ballast-control")
+    layout = LayoutSettings.from_args(args).layout()
+    return ControlClient(kafka, layout, ControlSettings.from_args(args).issuer)
+
+
 def cmd_send(args: argparse.Namespace) -> int:
-    from ballast.control.log import ControlLogWriter
+    from ballast.control.requests import NoControllerError
 
     request = parse_request(args)  # user errors first, before any broker is contacted
-    issuer = ControlSettings.from_args(args).issuer
-    kafka, topic, initial = _open(args)
-    writer = ControlLogWriter(kafka, topic, initial, issuer=issuer)
+    settings = ControlSettings.from_args(args)
+    kind, body = request_body(request)
+    client = _client(args)
     try:
-        event = writer.send(*build_event(request, writer.current_state()))
+        answer = client.request(
+            kind, body, timeout=settings.timeout, expected_epoch=args.expect_epoch,
+            request_id=args.request_id or None,
+        )  # fmt: skip
+    except NoControllerError as exc:
+        raise ControlUnanswered(str(exc)) from None
     finally:
-        writer.close()
-    print(_event_json(event))
+        client.close()
+    if not answer.accepted:
+        raise UsageError(f"refused ({answer.reason}): {answer.detail}")
+    print(
+        json.dumps(
+            {
+                "epoch": answer.epoch,
+                "kind": kind,
+                "duplicate": answer.duplicate,
+                "request_id": answer.request_id,
+            }
+        )
+    )
+    return 0
+
+
+class ControlUnanswered(EnvironmentProblem):
+    """No controller answered (exit 1: the environment, not the request)."""
+
+
+def cmd_rebalance(args: argparse.Namespace) -> int:
+    """Ask the controller to plan now; ``--dry-run`` (the default) prints the plan, changes nothing."""
+    from ballast.control.requests import NoControllerError
+
+    settings = ControlSettings.from_args(args)
+    client = _client(args)
+    try:
+        answer = client.request("REBALANCE", {"dry_run": not args.apply}, timeout=settings.timeout)
+    except NoControllerError as exc:
+        raise ControlUnanswered(str(exc)) from None
+    finally:
+        client.close()
+    if not answer.accepted:
+        raise UsageError(f"refused ({answer.reason}): {answer.detail}")
+    print(answer.detail)
     return 0
 
 
@@ -144,6 +195,124 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def summary(e: dict) -> str:
+    """One line about an event, for people (``control log``)."""
+    body = e["payload"][1]
+    kind = e["type"]
+    if kind == "ROUTING_UPDATE":
+        text = f"assign {len(body.get('assign', {}))}, unassign {len(body.get('unassign', []))}"
+        if body.get("migration_id"):
+            text += f" [{body['migration_id']}]"
+    elif kind == "SCALE":
+        text = f"{body['num_workers']} hashed workers"
+    elif kind == "SHEDDING":
+        text = f"keep {body['keep_probability']:g} of {body['target']}"
+    elif kind == "MIGRATION_STEP":
+        text = f"{body['phase']} {body['migration_id']}: {len(body.get('keys', []))} keys"
+    else:
+        text = f"{body['num_workers']} workers, table of {len(body.get('table', {}))}"
+    reason = body.get("reason") or ""
+    return f"{text}: {reason}" if reason else text
+
+
+def _events(args: argparse.Namespace) -> tuple[list[dict], object]:
+    from ballast.control.log import ControlLogReader
+
+    kafka, topic, initial = _open(args)
+    reader = ControlLogReader(kafka, topic, initial, start_offset=0)  # from the genesis: every event
+    try:
+        return reader.read_to_end(), reader.state
+    finally:
+        reader.close()
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    """Every event: epoch, time, kind, a summary (``--json``: one object per line)."""
+    import datetime as dt
+
+    events, _state = _events(args)
+    for e in events[-args.last :] if args.last else events:
+        when = dt.datetime.fromtimestamp(e["issued_at"] / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        if args.json:
+            print(json.dumps({"epoch": e["epoch"], "time": when, "kind": e["type"], "summary": summary(e),
+                              "issuer": e["issuer"], "request_id": e.get("request_id", "")}))  # fmt: skip
+        else:
+            print(f"{e['epoch']:>7}  {when}  {e['type']:<15} {summary(e)}")
+    return 0
+
+
+def in_flight(events: list[dict]) -> dict | None:
+    """The paced migration a log leaves open (its START, with no DONE or ABORT after it)."""
+    open_: dict | None = None
+    for e in events:
+        if e["type"] == "MIGRATION_STEP":
+            body = e["payload"][1]
+            if body["phase"] == "START":
+                open_ = {"migration_id": body["migration_id"], "epoch": e["epoch"], "keys": len(body["keys"])}
+            elif (
+                open_ and body["migration_id"] == open_["migration_id"] and body["phase"] in ("DONE", "ABORT")
+            ):
+                open_ = None
+    return open_
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    """The routing table in force, the migration in flight, the controller's last decision."""
+    events, state = _events(args)
+    status = _latest_status(args)
+    out = {
+        "epoch": state.epoch,
+        "num_workers": state.num_workers,
+        "table": {k.decode(): w for k, w in sorted(state.table.items())},
+        "keep_probability": dict(state.keep_probability),
+        "migration": in_flight(events),
+        "controller": status,
+    }
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"epoch {state.epoch}, {state.num_workers} hashed workers, {len(state.table)} keys pinned")
+    for key, worker in out["table"].items():
+        print(f"  {key} -> {worker}")
+    migration = out["migration"]
+    print(f"migration in flight: {migration['migration_id']} ({migration['keys']} keys)" if migration
+          else "no migration in flight")  # fmt: skip
+    if status:
+        print(f"controller {status['controller']}: last decision: {status['last_decision'] or '-'}; "
+              f"realized max/mean {status['realized_imbalance']:.2f}")  # fmt: skip
+    return 0
+
+
+def _latest_status(args: argparse.Namespace) -> dict | None:
+    """The newest ControllerStatus of the last minute on the metrics topic (None: no controller)."""
+    import time
+
+    from confluent_kafka import TopicPartition
+
+    from ballast.kafka.admin import make_admin, partition_count
+    from ballast.kafka.clients import make_consumer
+    from ballast.metrics.reader import MetricsReader
+    from ballast.metrics.records import ControllerStatus
+
+    kafka = ConnectionSettings.from_args(args).checked_kafka_config("ballast-control")
+    topic = LayoutSettings.from_args(args).layout().name("metrics")
+    probe = make_consumer(kafka, "ballast-control-table")
+    try:
+        n = partition_count(make_admin(kafka), topic)
+        since = int(time.time() * 1000) - 60_000
+        found = probe.offsets_for_times([TopicPartition(topic, p, since) for p in range(n)], timeout=10)
+        start = {tp.partition: tp.offset if tp.offset >= 0 else probe.get_watermark_offsets(
+            TopicPartition(topic, tp.partition))[1] for tp in found}  # fmt: skip
+    finally:
+        probe.close()
+    reader = MetricsReader(kafka, topic, start)
+    try:
+        latest = [b for b in (m.body for m in reader.read_to_end(15)) if isinstance(b, ControllerStatus)]
+    finally:
+        reader.follower.close()
+    return latest[-1].__dict__ if latest else None
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     ConnectionSettings.add_arguments(p)
     LayoutSettings.add_arguments(p, only=("prefix",))
@@ -156,9 +325,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     send = add_command(
         control,
         "send",
-        "append one control event with epoch = last + 1",
-        "Append one control event (epoch = last + 1) to <prefix>.control, validated against "
-        "the folded log: a worker id outside the routed partitions is refused.",
+        "ask the controller for one change of the control log",
+        "Ask the controller (`ballast controller run`) for one control event: it is checked against "
+        "the folded log and appended with epoch = last + 1, or refused with a reason (exit 2). "
+        "No controller answering within --timeout: exit 1.",
     )
     _common(send)
     ControlSettings.add_arguments(send)
@@ -173,13 +343,51 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     event.add_argument(
         "--unassign", action="append", default=[], metavar="KEY", help="return KEY to the hash (repeatable)"
     )
-    event.add_argument("--snapshot", action="store_true", help="TABLE_SNAPSHOT of the current folded state")
     event.add_argument("--scale", type=int, default=None, metavar="N", help="SCALE to N active workers")
     event.add_argument(
         "--shed", default=None, metavar="TARGET=P", help="SHEDDING: keep-probability P for TARGET"
     )
     event.add_argument("--reason", default="", help="free text stored in the event")
+    send.add_argument(
+        "--expect-epoch", type=int, default=None, metavar="E",
+        help="apply only if the log is still at epoch E (compare-and-set)",
+    )  # fmt: skip
+    send.add_argument(
+        "--request-id", default="", help="the request's id (a resend with it gets the first answer)"
+    )
     send.set_defaults(func=cmd_send)
+    log_ = add_command(
+        control,
+        "log",
+        "every event: epoch, time, kind, summary",
+        "Print every event of <prefix>.control from its genesis: epoch, time, kind, summary.",
+    )
+    _common(log_)
+    log_.add_argument("--json", action="store_true", help="one JSON object per event")
+    log_.add_argument("--last", type=int, default=0, metavar="N", help="only the last N events")
+    log_.set_defaults(func=cmd_log)
+    table = add_command(
+        control,
+        "table",
+        "the routing table, the migration in flight, the last decision",
+        "Print the routing table in force, the paced migration in flight (if any) and "
+        "the controller's last decision (from its status on the metrics topic).",
+    )
+    _common(table)
+    table.add_argument("--json", action="store_true", help="one JSON object")
+    table.set_defaults(func=cmd_table)
+    rebalance = add_command(
+        control,
+        "rebalance",
+        "what the controller's planner would do now",
+        "Ask the controller to plan now from its last interval: prints the plan "
+        "(realized and predicted max/mean, the keys it would move). --apply starts "
+        "the migration.",
+    )
+    _common(rebalance)
+    ControlSettings.add_arguments(rebalance)
+    rebalance.add_argument("--apply", action="store_true", help="start the migration (default: dry run)")
+    rebalance.set_defaults(func=cmd_rebalance)
     show = add_command(
         control,
         "show",

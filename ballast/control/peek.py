@@ -4,8 +4,9 @@ Why: finding the latest snapshot scans the control log backwards, and most recor
 not snapshots; decoding each one (a 10,000-key ROUTING_UPDATE takes milliseconds) would make the
 scan cost what the fold it saves costs. ``ControlEvent`` begins with ``epoch`` (long), ``issued_at``
 (long), ``issuer`` (string) and ``type`` (enum) in every version (fields added later, such as
-``request_id``, come after ``type``), so four varints say what a record is. Anything that does not parse that way is reported as unknown (None): the caller decodes it and
-gets the codec's precise error.
+``request_id``, come after ``type``), so four varints say what a record is. Anything that does not
+parse that way is reported as unknown (None): the caller decodes it and gets the codec's precise
+error.
 """
 
 from __future__ import annotations

@@ -150,6 +150,13 @@ class Pipeline:
     def start_router(self, router_id: str, *extra: str, wait: bool = True, **settings: Any) -> ServiceState:
         return self.start(self.router(router_id, *extra, **settings), wait)
 
+    def controller(self, controller_id: str = "controller", *extra: str, name: str | None = None,
+                   **settings: Any) -> ServiceCommand:  # fmt: skip
+        """The command of a controller (``ballast controller run``) of this deployment."""
+        args = ("controller", "run", "--controller-id", controller_id, "--prefix", self.layout.prefix,
+                *flags(settings), *extra)  # fmt: skip
+        return self.command(name or f"controller-{controller_id}", "controller", *args)
+
     def reduce(
         self, job: str, processor: str, *extra: str, master: str = "", **settings: Any
     ) -> ServiceCommand:

@@ -27,12 +27,21 @@ B = TypeVar("B", bound=Body)
 
 
 class MetricsReader:
-    """Follows ``topic`` from ``start`` ("beginning", "end" or offsets) and keeps every metric read."""
+    """Follows ``topic`` from ``start`` ("beginning", "end" or offsets) and keeps every metric read
+    (``keep=False``: keeps none, for a service that follows the topic for days)."""
 
-    def __init__(self, kafka: KafkaConfig, topic: str, start: str | Mapping[int, int] = "beginning") -> None:
+    def __init__(
+        self,
+        kafka: KafkaConfig,
+        topic: str,
+        start: str | Mapping[int, int] = "beginning",
+        *,
+        keep: bool = True,
+    ) -> None:
         self.follower = TopicFollower(kafka, topic, start)
         self.codec = AvroCodec("io.ballast.MetricsRecord")
         self.metrics: list[Metric] = []
+        self.keep = keep
         self.undecodable = 0
 
     def poll(self, timeout: float = 0.2) -> list[Metric]:
@@ -47,7 +56,8 @@ class MetricsReader:
                     log.warning("skipping an undecodable metrics record at %s[%d]@%d: %s",
                                 m.topic(), m.partition(), m.offset(), exc)  # fmt: skip
             timeout = 0.0
-        self.metrics += new
+        if self.keep:
+            self.metrics += new
         return new
 
     def read_to_end(self, timeout: float = 60.0) -> list[Metric]:

@@ -143,12 +143,37 @@ class ReduceProgress:
         )
 
 
-Body = RouterKeyStats | WorkerStats | LagSample | ReduceProgress
+@dataclass(frozen=True)
+class ControllerStatus:
+    """The controller's state every few seconds (the standby's heartbeat, the demo's view)."""
+
+    controller: str
+    epoch: int
+    table_size: int
+    workers: int
+    realized_imbalance: float
+    predicted_imbalance: float = 0.0
+    worker_load: list[float] = field(default_factory=list)
+    migration_id: str = ""
+    migration_keys: int = 0
+    migration_bytes: int = 0
+    requests_accepted: int = 0
+    requests_refused: dict[str, int] = field(default_factory=dict)
+    decisions: int = 0
+    last_decision: str = ""
+
+    @classmethod
+    def of(cls, raw: Mapping[str, Any]) -> ControllerStatus:
+        return _build(cls, raw)
+
+
+Body = RouterKeyStats | WorkerStats | LagSample | ReduceProgress | ControllerStatus
 BODIES: dict[str, Any] = {
     NAMESPACE + "RouterKeyStats": RouterKeyStats,
     NAMESPACE + "WorkerStats": WorkerStats,
     NAMESPACE + "LagSample": LagSample,
     NAMESPACE + "ReduceProgress": ReduceProgress,
+    NAMESPACE + "ControllerStatus": ControllerStatus,
 }
 
 

@@ -1,4 +1,9 @@
-"""``ballast controller plan``: one planning round, from the routers' statistics to the control log.
+"""``ballast controller run`` (the service) and ``ballast controller plan`` (one planning round).
+
+``run``: the one writer of the control log and the rebalancing loop (:mod:`services.controller.run`,
+:mod:`services.controller.service`).
+
+``plan``: one planning round, from the routers' statistics to the control log.
 
 Why a command before the controller service exists: the demo and the benchmarks need "plan now,
 from what the routers published" without importing the controller (services and their users talk
@@ -15,11 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ballast.cli.connection import ConnectionSettings
-from ballast.cli.console import add_command
+from ballast.cli.console import UsageError, add_command
 from ballast.kafka.topics import LayoutSettings
 from ballast.settings import Settings, setting
 
@@ -37,6 +44,11 @@ class PlanSettings(Settings):
     issuer: str = setting("ballast-controller-plan", "issuer stored in the event")
     reason: str = setting("Mixed plan from router heavy hitters", "reason stored in the event")
     dry_run: bool = setting(False, "plan and print, append nothing")
+    direct: bool = setting(
+        False,
+        "append the update to the log yourself instead of asking the controller: only for a deployment "
+        "with no controller running (it would fence the controller)",
+    )
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -48,9 +60,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     settings = PlanSettings.from_args(args)
     layout = LayoutSettings.from_args(args).layout()
     kafka = ConnectionSettings.from_args(args).checked_kafka_config("ballast-controller-plan")
-    writer = ControlLogWriter(kafka, layout.name("control"), issuer=settings.issuer)
+    writer = (
+        ControlLogWriter(kafka, layout.name("control"), issuer=settings.issuer) if settings.direct else None
+    )
     try:
-        state = writer.current_state(settings.timeout)
+        state = writer.current_state(settings.timeout) if writer else _folded(kafka, layout, settings.timeout)
         load = read_router_load(
             kafka,
             layout.name("metrics"),
@@ -63,10 +77,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         epoch = state.epoch
         sent = result.changes and not settings.dry_run
         if sent:
-            event = writer.send(*routing_update(result.assign, list(result.unassign), reason=settings.reason))
-            epoch = int(event["epoch"])
+            update = routing_update(result.assign, list(result.unassign), reason=settings.reason)
+            epoch = _append(writer, kafka, layout, settings, update, state.epoch)
     finally:
-        writer.close()
+        if writer is not None:
+            writer.close()
     report: dict[str, Any] = {
         "epoch": epoch,
         "sent": sent,
@@ -94,6 +109,75 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _folded(kafka, layout, timeout: float):
+    from ballast.control.log import ControlLogReader
+    from ballast.control.state import initial_state
+    from ballast.kafka.admin import make_admin, partition_count
+
+    reader = ControlLogReader(kafka, layout.name("control"), initial_state(partition_count(
+        make_admin(kafka), layout.name("routed"))))  # fmt: skip
+    try:
+        reader.read_to_end(timeout)
+        return reader.state
+    finally:
+        reader.close()
+
+
+def _append(writer, kafka, layout, settings: PlanSettings, update: tuple[str, dict], at: int) -> int:
+    """The update into the log: directly, or as a request planned at epoch ``at`` (refused if the
+    log moved meanwhile: the plan was made against that table)."""
+    from ballast.control.requests import ControlClient, NoControllerError
+
+    if writer is not None:
+        return int(writer.send(*update)["epoch"])
+    _kind, body = update
+    client = ControlClient(kafka, layout, settings.issuer)
+    try:
+        request = {k: body[k] for k in ("assign", "unassign", "reason")}
+        answer = client.request("ROUTING_UPDATE", request, timeout=settings.timeout, expected_epoch=at)
+    except NoControllerError as exc:
+        from ballast.control.cli import ControlUnanswered
+
+        raise ControlUnanswered(f"{exc} (or plan with --direct on a deployment without one)") from None
+    finally:
+        client.close()
+    if not answer.accepted:
+        raise UsageError(f"the controller refused the plan ({answer.reason}): {answer.detail}")
+    return answer.epoch
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from services.controller.config import ControllerSettings
+    from services.controller.run import install_stop, run
+
+    settings = ControllerSettings.from_args(args)
+    logging.basicConfig(
+        level=getattr(logging, settings.log_level.upper()),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    layout = LayoutSettings.from_args(args).layout()
+    kafka = ConnectionSettings.from_args(args).checked_kafka_config("ballast-controller")
+    return run(kafka, layout, settings, install_stop())
+
+
+RUN_DESCRIPTION = (
+    "The controller: the one writer of the control log after its genesis. It answers the requests "
+    "in <prefix>.control-requests (ballast control send, the shedder, your tools) and runs the "
+    "rebalancing loop: per interval it folds the routers' key statistics and the workers' statistics "
+    "into load, forecasts the next interval, and when max/mean stays above 1 + theta it plans and "
+    "moves keys in paced steps. A second instance fences the first (which exits, or stands by with "
+    "--standby)."
+)
+PLAN_DESCRIPTION = (
+    "One planning round from the routers' statistics on the metrics topic (intervals that ended at or "
+    "after --since-ms; with --records, waiting until they cover that many routed records), with the "
+    "Mixed planner against the table in force; the diff goes to the controller as a ROUTING_UPDATE "
+    "request (planned at the log's epoch: refused if the log moved meanwhile), or with --direct "
+    "straight into the log. Nothing when nothing changes; --dry-run sends nothing."
+)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``controller`` to the ``ballast`` command."""
     controller = sub.add_parser("controller", help="the controller service", description="The controller.")
@@ -102,10 +186,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         actions,
         "plan",
         "one planning round: router statistics -> Mixed plan -> the diff as a ROUTING_UPDATE",
-        (__doc__ or "").split("\n\n")[1].replace("\n", " "),
+        PLAN_DESCRIPTION,
     )
     ConnectionSettings.add_arguments(plan.add_argument_group("Kafka connection"))
     LayoutSettings.add_arguments(plan.add_argument_group("topic layout"), only=("prefix",))
     PlanSettings.add_arguments(plan.add_argument_group("planning round"))
     plan.add_argument("--json", action="store_true", help="print the round as one JSON object")
     plan.set_defaults(func=cmd_plan)
+    from services.controller.config import ControllerSettings
+
+    run = add_command(actions, "run", "the controller service, until SIGTERM", RUN_DESCRIPTION)
+    ConnectionSettings.add_arguments(run.add_argument_group("Kafka connection"))
+    LayoutSettings.add_arguments(run.add_argument_group("topic layout"), only=("prefix",))
+    ControllerSettings.add_arguments(run.add_argument_group("controller"))
+    run.set_defaults(func=cmd_run)

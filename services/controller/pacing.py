@@ -193,6 +193,16 @@ class Migration:
         actions: list[Action] = [Marker.of(self.migration_id, "START", self.moves)]
         return actions + self._issue(0, now)
 
+    def resume(self, now: float) -> list[Action]:
+        """A migration rebuilt from the log before its first step went out: that step now."""
+        if self.phase != "running" or self.current >= 0:
+            raise RuntimeError(f"migration {self.migration_id} is not waiting for its first step")
+        return self._issue(0, now)
+
+    def step_installed(self, index: int) -> bool:
+        """Every key of step ``index`` reported installed at its epoch or later."""
+        return index in self.epochs and not self._missing(index)
+
     def sent(self, index: int, epoch: int) -> None:
         """The transport appended step ``index``'s update at ``epoch`` (its installs count from it).
 

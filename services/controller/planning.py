@@ -25,6 +25,7 @@ from ballast.planner.mixed import MixedPlanner
 from ballast.planner.stats import KeyStats
 from ballast.routing.murmur2 import kafka_partition
 from ballast.routing.table import RoutingTable
+from services.controller.interval_load import IntervalLoad
 from services.controller.router_load import RouterLoad
 
 
@@ -76,6 +77,37 @@ def planning_round(load: RouterLoad, state: ControlState, theta: float) -> Round
     workers = state.num_workers
     current = state.table if len(state.table) else None
     plan = plan_from_load(load, workers, theta, current)
+    return _diff(plan, state, started)
+
+
+def plan_interval(
+    load: IntervalLoad,
+    cost: np.ndarray,
+    state: ControlState,
+    theta: float,
+    mem: np.ndarray | None = None,
+) -> RoundResult:
+    """The controller loop's round: a Mixed plan over ``load``'s tracked keys priced at ``cost``
+    (the forecast of their load next interval, or the last interval's), the untracked load as
+    each worker's immovable remainder, against ``state``'s table; the diff to send.
+
+    Pinned keys that are no longer tracked (they cooled down below the heavy hitters) are not in
+    the planner's view, so the plan hands them back to the hash: a pin only earns its state move
+    while the key is heavy."""
+    started = time.perf_counter()
+    workers = state.num_workers
+    keys = list(load.keys)
+    cost = np.asarray(cost, dtype=np.float64)
+    stats = KeyStats.from_bytes_keys(
+        keys, cost, cost.copy() if mem is None else mem, workers,
+        cold_load=load.remainder[:workers], cold_mem=np.zeros(workers),
+    )  # fmt: skip
+    table = {k: w for k, w in state.table.items() if k in stats.index}
+    plan = MixedPlanner(theta_max=theta).plan(stats, table)
+    return _diff(plan, state, started)
+
+
+def _diff(plan: Plan, state: ControlState, started: float) -> RoundResult:
     new = {k.decode(): int(w) for k, w in plan_table(plan).items()}
     old = {k.decode(): int(w) for k, w in state.table.items()}
     assign = {k: w for k, w in new.items() if old.get(k) != w}

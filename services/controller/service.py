@@ -1,0 +1,505 @@
+"""``ballast controller run``: the one writer of the control log, and the loop that keeps workers level.
+
+What one pass of the loop does, in order (docs/controller.md):
+
+1. **Requests.** Everything queued in the requests topic is answered in one transaction with the
+   events it adds and the requests' offsets (:mod:`services.controller.transport`); the decisions
+   are the pure :class:`~services.controller.sequencer.Sequencer`'s.
+2. **Metrics.** Router key statistics and worker statistics are read as they arrive and kept for
+   the current interval only; the workers' ``chunks_installed`` feed the migration in flight.
+3. **Migration.** A paced migration (:mod:`services.controller.pacing`) sends its next step once the
+   previous one is installed, reports a step that timed out, and ends with DONE or ABORT; every
+   step and bracket is an event of the log, so the log tells the migration's story and a
+   restarted controller resumes it (:func:`resume_migration`).
+4. **Interval.** Every ``interval_s``: the interval's statistics folded into load priced at each
+   worker's measured cost per record (:mod:`services.controller.interval_load`), the forecast
+   updated, the trigger asked; a rebalance plans for the forecast and starts a migration.
+5. **Snapshot, status.** A snapshot every ``snapshot_every`` epochs; a ``ControllerStatus`` record
+   every ``status_every_s`` (the standby's heartbeat and anyone's view), and the Prometheus gauges.
+
+Why one thread: every decision reads and changes the same state (the log's fold, the migration in
+flight), and all of them are quick; one loop keeps them in one order, the order of the log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ballast.avro.codec import AvroCodec
+from ballast.control.state import ControlState, initial_state, migration_step, routing_update
+from ballast.kafka.admin import make_admin, partition_count
+from ballast.kafka.clients import make_producer
+from ballast.kafka.configuration import KafkaConfig
+from ballast.kafka.topics import TopicLayout
+from ballast.metrics.reader import MetricsReader
+from ballast.metrics.records import ControllerStatus, RouterKeyStats, WorkerStats, metrics_record
+from ballast.planner.forecast import LoadForecaster
+from ballast.planner.trigger import TriggerSettings, TriggerState, observe
+from ballast.routing.murmur2 import kafka_partition
+from services.controller.config import ControllerSettings
+from services.controller.interval_load import IntervalLoad, fold_interval, key_state_bytes
+from services.controller.pacing import KeyMove, Marker, Migration, PacingSettings, SendStep, StepTimedOut
+from services.controller.planning import RoundResult, plan_interval
+from services.controller.sequencer import Answer, Request, RequestLimits, Sequencer, decode_request, refuse
+from services.controller.transport import ControlLink, is_fenced
+
+log = logging.getLogger(__name__)
+
+
+class Fenced(RuntimeError):
+    """Another controller took the log over."""
+
+
+@dataclass
+class Tallies:
+    """What the controller did since it started (status record, Prometheus)."""
+
+    accepted: int = 0
+    refused: Counter[str] = field(default_factory=Counter)
+    decisions: int = 0
+    last_decision: str = ""
+    realized: float = 0.0
+    predicted: float = 0.0
+    worker_load: list[float] = field(default_factory=list)
+    step_timeouts: int = 0
+
+
+def resume_migration(
+    events: list[dict[str, Any]], settings: PacingSettings
+) -> tuple[Migration, list[int]] | None:
+    """The migration a log left in flight (a START with no DONE or ABORT after it), rebuilt: the
+    steps the log shows sent, as they were, then the moves not sent yet, split anew. Returns it with
+    its sent steps' epochs, or None when nothing is in flight."""
+    start = None
+    for e in events:
+        if e["type"] != "MIGRATION_STEP":
+            continue
+        body = e["payload"][1]
+        if body["phase"] == "START":
+            start = (e, body)
+        elif (
+            start is not None
+            and body["migration_id"] == start[1]["migration_id"]
+            and body["phase"]
+            in (
+                "DONE",
+                "ABORT",
+            )
+        ):
+            start = None
+    if start is None:
+        return None
+    event, body = start
+    mid = body["migration_id"]
+    moves = {
+        k: KeyMove(k, int(f), int(t))
+        for k, f, t in zip(body["keys"], body["from_workers"], body["to_workers"], strict=True)
+    }
+    sent: list[tuple[tuple[KeyMove, ...], int]] = []
+    for e in events:
+        if e["epoch"] <= event["epoch"] or e["type"] != "ROUTING_UPDATE":
+            continue
+        update = e["payload"][1]
+        if update.get("migration_id") == mid:
+            step = tuple(moves[k] for k in [*update["assign"], *update.get("unassign", [])] if k in moves)
+            sent.append((step, int(e["epoch"])))
+    done = {m.key for step, _ in sent for m in step}
+    rest = [m for k, m in moves.items() if k not in done]
+    from services.controller.pacing import split_steps
+
+    steps = [step for step, _ in sent] + split_steps(rest, settings)
+    migration = Migration(mid, steps, settings.step_timeout_s, settings.on_timeout)
+    migration.phase = "running"
+    epochs = [epoch for _, epoch in sent]
+    if sent:
+        migration.current = len(sent) - 1
+        migration.epochs = dict(enumerate(epochs))
+        migration.issued_at = time.monotonic()
+    else:
+        migration.current = -1
+    return migration, epochs
+
+
+class Controller:
+    """One controller instance (see the module docstring)."""
+
+    def __init__(self, kafka: KafkaConfig, layout: TopicLayout, settings: ControllerSettings) -> None:
+        self.kafka = kafka
+        self.layout = layout
+        self.settings = settings
+        self.id = settings.resolved_id()
+        self.routed_partitions = partition_count(make_admin(kafka), layout.name("routed"))
+        self.pacing = PacingSettings(
+            settings.pacing,
+            settings.step_keys,
+            settings.step_bytes,
+            settings.step_timeout_s,
+            settings.on_timeout,
+        )
+        self.trigger = TriggerSettings(settings.theta, settings.consecutive, settings.min_gap)
+        self.trigger_state = TriggerState()
+        self.forecaster = LoadForecaster()
+        self.tallies = Tallies()
+        self.migration: Migration | None = None
+        self.link: ControlLink | None = None
+        self.sequencer: Sequencer | None = None
+        self._router_stats: list[RouterKeyStats] = []
+        self._worker_stats: list[WorkerStats] = []
+        self._installs: list[tuple[str, int]] = []
+        self._status = make_producer(kafka.with_client_id(f"{self.id}-status"))
+        self._metrics_codec = AvroCodec("io.ballast.MetricsRecord")
+        self._reader: MetricsReader | None = None
+        self._next_interval = 0.0
+        self._next_status = 0.0
+        self._pending_events: list[dict[str, Any]] = []
+        self._last: tuple[IntervalLoad, list[WorkerStats]] | None = None  # the last interval folded
+
+    # --- start ------------------------------------------------------------------------------------
+
+    def connect(self) -> None:
+        """Fence every earlier writer, fold the log, resume a migration it left in flight."""
+        self.link = ControlLink(self.kafka, self.layout, self.id, on_rewind=self._rewound)
+        self._load_log()
+        start = "end"
+        if self.migration is not None:
+            start = self._metrics_since(self._migration_started_ms)
+        self._reader = MetricsReader(self.kafka, self.layout.name("metrics"), start, keep=False)
+        self._next_interval = time.monotonic() + self.settings.interval_s
+        log.info(
+            "controller %s: writing %s at epoch %d", self.id, self.layout.name("control"), self.state.epoch
+        )
+
+    def _load_log(self) -> None:
+        assert self.link is not None
+        s = self.settings
+        state, tail = self.link.read_log(initial_state(self.routed_partitions), s.remembered_requests)
+        limits = RequestLimits(s.max_request_keys, s.max_request_bytes, s.remembered_requests)
+        self.sequencer = Sequencer(state, self.id, limits, s.snapshot_every, int(s.request_ttl_s * 1000))
+        self.sequencer.remember(tail)
+        resumed = resume_migration(tail, self.pacing)
+        self.migration = None
+        self._migration_started_ms = 0
+        if resumed is not None:
+            self.migration, _epochs = resumed
+            mid = self.migration.migration_id
+            self._migration_started_ms = next(
+                e["issued_at"]
+                for e in tail
+                if e["type"] == "MIGRATION_STEP" and e["payload"][1]["migration_id"] == mid
+            )
+            log.info(
+                "controller %s: resuming migration %s (%d of %d steps sent)",
+                self.id, self.migration.migration_id, self.migration.current + 1, len(self.migration.steps),
+            )  # fmt: skip
+        self._in_flight()
+
+    def _metrics_since(self, ms: int) -> dict[int, int]:
+        from confluent_kafka import TopicPartition
+
+        from ballast.kafka.clients import make_consumer
+
+        topic = self.layout.name("metrics")
+        consumer = make_consumer(self.kafka, f"{self.id}-times")
+        try:
+            n = partition_count(make_admin(self.kafka), topic)
+            found = consumer.offsets_for_times([TopicPartition(topic, p, ms) for p in range(n)], timeout=15)
+            ends = {}
+            for tp in found:
+                if tp.offset >= 0:
+                    ends[tp.partition] = tp.offset
+                else:
+                    ends[tp.partition] = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition))[
+                        1
+                    ]
+            return ends
+        finally:
+            consumer.close()
+
+    @property
+    def state(self) -> ControlState:
+        assert self.sequencer is not None
+        return self.sequencer.state
+
+    def _rewound(self) -> None:
+        """A transaction was aborted: what this process had folded may not be in the log."""
+        log.warning("controller %s: transaction aborted; folding the log again", self.id)
+        self._load_log()
+
+    # --- the loop -----------------------------------------------------------------------------------
+
+    def step(self) -> None:
+        """One pass (see the module docstring); raises :class:`Fenced` when another took over."""
+        try:
+            self._answer_requests()
+            self._read_metrics()
+            self._drive_migration()
+            now = time.monotonic()
+            if now >= self._next_interval:
+                self._next_interval = now + self.settings.interval_s
+                self._end_interval()
+            self._flush_own_events()
+        except Exception as exc:
+            if is_fenced(exc):
+                raise Fenced(str(exc)) from exc
+            raise
+        now = time.monotonic()
+        if now >= self._next_status:
+            self._next_status = now + self.settings.status_every_s
+            self._publish_status()
+
+    def _answer_requests(self) -> None:
+        assert self.link is not None and self.sequencer is not None
+        msgs = self.link.poll(500, self.settings.poll_ms / 1000.0)
+        if not msgs:
+            return
+        self.link.begin()
+        now = int(time.time() * 1000)
+        for m in msgs:
+            decoded = decode_request(m.value(), m.key(), self.state.epoch)
+            if isinstance(decoded, Answer):
+                answer = decoded
+            elif decoded.kind == "REBALANCE":
+                answer = self._rebalance_request(decoded)
+            else:
+                answer = self.sequencer.answer(decoded, now)
+            if answer.event is not None:
+                self.link.append([answer.event])
+            if answer.accepted and not answer.duplicate:
+                self.tallies.accepted += 1
+            elif not answer.accepted:
+                self.tallies.refused[answer.reason] += 1
+                log.info(
+                    "controller %s: refused %s: %s (%s)",
+                    self.id,
+                    answer.request_id,
+                    answer.reason,
+                    answer.detail,
+                )
+            self.link.respond(answer.response(self.id, now))
+            self.link.consumed(m)
+        if self.sequencer.snapshot_due():
+            self.link.append([self.sequencer.snapshot(now)])
+        self.link.commit()
+
+    def _read_metrics(self) -> None:
+        assert self._reader is not None
+        for metric in self._reader.poll(0.0):
+            body = metric.body
+            if isinstance(body, RouterKeyStats):
+                self._router_stats.append(body)
+            elif isinstance(body, WorkerStats):
+                self._worker_stats.append(body)
+                self._installs.extend((c.key, c.epoch) for c in body.chunks_installed)
+
+    # --- migrations ---------------------------------------------------------------------------------
+
+    def _drive_migration(self) -> None:
+        m = self.migration
+        if m is None:
+            return
+        installs, self._installs = self._installs, []
+        if not self.settings.wait_installs:  # nothing reports installs: a sent step counts as done
+            installs = [(mv.key, e) for i, e in m.epochs.items() for mv in m.steps[i]]
+        now = time.monotonic()
+        # a migration resumed from the log before its first step went out sends it now
+        self._act(m.resume(now) if m.current < 0 else m.observe(installs, now))
+
+    def _act(self, actions: list[Any]) -> None:
+        m = self.migration
+        assert m is not None and self.sequencer is not None
+        now = int(time.time() * 1000)
+        for action in actions:
+            if isinstance(action, SendStep):
+                assign = {mv.key: mv.target for mv in action.moves if mv.target != self._home(mv.key)}
+                unassign = [mv.key for mv in action.moves if mv.target == self._home(mv.key)]
+                reason = f"migration {m.migration_id}: step {action.index + 1} of {len(m.steps)}"
+                if action.index > 0 and m.step_installed(action.index - 1):
+                    self._own_marker(Marker.of(m.migration_id, "STATE_SENT", m.steps[action.index - 1]), now)
+                event = self.sequencer.own(
+                    *routing_update(assign, unassign, reason=reason, migration_id=m.migration_id), now
+                )
+                self._pending_events.append(event)
+                m.sent(action.index, int(event["epoch"]))
+            elif isinstance(action, StepTimedOut):
+                self.tallies.step_timeouts += 1
+                log.warning(
+                    "controller %s: migration %s step %d not installed after %.0f s: %s",
+                    self.id, m.migration_id, action.index + 1, action.waited_s, list(action.missing)[:10],
+                )  # fmt: skip
+            elif isinstance(action, Marker):
+                if action.phase == "DONE" and m.current >= 0:  # the last step is installed
+                    self._own_marker(Marker.of(m.migration_id, "STATE_SENT", m.steps[m.current]), now)
+                self._own_marker(action, now)
+                if action.phase in ("DONE", "ABORT"):
+                    log.info("controller %s: migration %s %s", self.id, m.migration_id, action.phase)
+                    self.migration = None
+        self._in_flight()
+
+    def _own_marker(self, marker: Marker, now: int) -> None:
+        assert self.sequencer is not None
+        self._pending_events.append(self.sequencer.own(*migration_step(**_marker_args(marker)), now))
+
+    def _home(self, key: str) -> int:
+        return kafka_partition(key.encode(), self.state.num_workers)
+
+    def _in_flight(self) -> None:
+        assert self.sequencer is not None
+        m = self.migration
+        self.sequencer.in_flight = {mv.key for mv in m.moves} if m is not None else set()
+
+    def _flush_own_events(self) -> None:
+        """The controller's own events (steps, brackets, a snapshot) in one transaction."""
+        if not self._pending_events:
+            return
+        assert self.link is not None and self.sequencer is not None
+        if self.sequencer.snapshot_due():
+            self._pending_events.append(self.sequencer.snapshot(int(time.time() * 1000)))
+        self.link.begin()
+        self.link.append(self._pending_events)
+        self._pending_events = []
+        self.link.commit()
+
+    # --- intervals and plans ------------------------------------------------------------------------
+
+    def _end_interval(self) -> None:
+        routers, workers = self._router_stats, self._worker_stats
+        self._router_stats, self._worker_stats = [], []
+        n = self.state.num_workers
+        load = fold_interval(routers, workers, self.state.table.route, n)
+        if not routers:
+            return
+        self._last = (load, workers)
+        self.tallies.realized = load.imbalance
+        self.tallies.worker_load = [float(x) for x in load.worker_load]
+        self.forecaster.observe(load.keys, load.key_load)
+        if not self.settings.rebalance:
+            return
+        decision = observe(self.trigger_state, load.imbalance, self.trigger)
+        self.trigger_state = decision.state
+        if decision.rebalance and self.migration is None:
+            result = self._plan(load, workers)
+            self._start_migration(result, load, workers, decision.reason)
+
+    def _plan(self, load: IntervalLoad, workers: list[WorkerStats]) -> RoundResult:
+        cost = self.forecaster.predict(list(load.keys)) if self.settings.forecast else load.key_load
+        result = plan_interval(load, cost, self.state, self.settings.plan_theta)
+        self.tallies.predicted = result.predicted_max_mean
+        return result
+
+    def _start_migration(
+        self, result: RoundResult, load: IntervalLoad, workers: list[WorkerStats], why: str
+    ) -> None:
+        if not result.changes:
+            self.tallies.last_decision = f"{why}; the plan changes nothing"
+            return
+        route = self.state.table.route
+        state_bytes = key_state_bytes(workers, load.keys, load.key_worker, self.state.num_workers)
+        sizes = dict(zip(load.keys, state_bytes, strict=True))
+        loads = dict(zip(load.keys, load.key_load, strict=True))
+        moves = [
+            KeyMove(k, route(k.encode()), w, int(sizes.get(k.encode(), 0))) for k, w in result.assign.items()
+        ] + [
+            KeyMove(k, route(k.encode()), self._home(k), int(sizes.get(k.encode(), 0)))
+            for k in result.unassign
+        ]
+        moves = [m for m in moves if m.source != m.target]
+        moves.sort(key=lambda m: -float(loads.get(m.key.encode(), 0.0)))  # the heaviest relief first
+        if not moves:
+            return
+        mid = f"m-{self.state.epoch + 1}-{uuid.uuid4().hex[:6]}"
+        self.migration = Migration.plan(mid, moves, self.pacing)
+        self.tallies.decisions += 1
+        self.tallies.last_decision = (
+            f"{why}: {len(moves)} keys in {len(self.migration.steps)} steps ({self.pacing.mode}), "
+            f"predicted max/mean {result.predicted_max_mean:.2f}"
+        )
+        log.info("controller %s: %s", self.id, self.tallies.last_decision)
+        self._act(self.migration.start(time.monotonic()))
+
+    def _rebalance_request(self, request: Request) -> Answer:
+        """Plan now from the last interval; ``dry_run``: answer with the plan, change nothing."""
+        assert self.sequencer is not None
+        refusal = self.sequencer.check(request)
+        epoch = self.state.epoch
+        if refusal is not None:
+            return refuse(request.request_id, epoch, *refusal)
+        if self._last is None:
+            return refuse(request.request_id, epoch, "no-load", "no interval with router statistics yet")
+        load, workers = self._last
+        result = self._plan(load, workers)
+        detail = json.dumps(
+            {
+                "realized": round(load.imbalance, 4),
+                "predicted": round(result.predicted_max_mean, 4),
+                "assign": result.assign,
+                "unassign": list(result.unassign),
+                "tracked_keys": len(load.keys),
+            }
+        )
+        if not bool(request.body.get("dry_run", True)):
+            if self.migration is not None:
+                return refuse(request.request_id, epoch, "migration-in-flight", "a migration is under way")
+            self._start_migration(result, load, workers, "asked")
+        return Answer(request.request_id, True, epoch, detail=detail)
+
+    # --- status -------------------------------------------------------------------------------------
+
+    def status(self) -> ControllerStatus:
+        m = self.migration
+        missing = m.not_installed() if m is not None else []
+        t = self.tallies
+        return ControllerStatus(
+            controller=self.id,
+            epoch=self.state.epoch,
+            table_size=len(self.state.table),
+            workers=self.state.num_workers,
+            realized_imbalance=t.realized,
+            predicted_imbalance=t.predicted,
+            worker_load=t.worker_load,
+            migration_id=m.migration_id if m is not None else "",
+            migration_keys=len(missing),
+            migration_bytes=sum(mv.state_bytes for mv in missing),
+            requests_accepted=t.accepted,
+            requests_refused=dict(t.refused),
+            decisions=t.decisions,
+            last_decision=t.last_decision,
+        )
+
+    def _publish_status(self) -> None:
+        now = int(time.time() * 1000)
+        body = self.status().__dict__
+        record = metrics_record(f"controller/{self.id}", now, now, "ControllerStatus", body)
+        self._status.produce(
+            self.layout.name("metrics"), self._metrics_codec.encode(record), self.id.encode()
+        )
+        self._status.poll(0)
+
+    def close(self) -> None:
+        if self.link is not None:
+            self.link.close()
+        if self._reader is not None:
+            self._reader.follower.close()
+        self._status.flush(5)
+
+
+def _marker_args(marker: Marker) -> dict[str, Any]:
+    return {
+        "migration_id": marker.migration_id,
+        "phase": marker.phase,
+        "keys": marker.keys,
+        "from_workers": marker.from_workers,
+        "to_workers": marker.to_workers,
+        "reason": marker.reason,
+    }
+
+
+def predicted_loads(result: RoundResult) -> np.ndarray:
+    return np.asarray(result.plan.predicted_loads, dtype=np.float64)

@@ -1,0 +1,192 @@
+"""The controller's Kafka side: requests in; events, responses and the requests' offsets out, together.
+
+Why one transaction for all three: a request is *applied* when its event is in the log, *answered*
+when its response is in the responses topic, and *consumed* when its offset is committed. Written in
+one transaction (the library :class:`~ballast.kafka.checkpoint.Checkpoint`, the router's machinery),
+a crash leaves either all three or none, so each accepted request is applied exactly once across
+crashes, and a resend is answered from the log by its id (:mod:`services.controller.sequencer`).
+
+Why the log writer's ``transactional.id``: ``init_transactions`` fences every earlier producer with
+that id (an older controller, ``ballast control send`` from before requests existed) and completes or
+aborts its open transaction, so reading the log *after* it and appending ``last + 1`` cannot race a
+second writer. A fenced controller learns it at its next transaction call: :func:`is_fenced`.
+
+Why no consumer group membership: leadership is the transactional fence, not a partition
+assignment. Each instance assigns the requests topic's one partition itself and starts at the
+offset the group last committed (inside the previous leader's transactions).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+
+from ballast.avro.codec import AvroCodec, CodecError
+from ballast.control.log import ControlLogReader, writer_transactional_id
+from ballast.control.state import CONTROL_SCHEMA, ControlState
+from ballast.kafka.checkpoint import Checkpoint, CheckpointError
+from ballast.kafka.clients import make_consumer, make_producer
+from ballast.kafka.configuration import KafkaConfig
+from ballast.kafka.topics import TopicLayout
+
+log = logging.getLogger(__name__)
+
+FENCED = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+
+
+def is_fenced(exc: BaseException) -> bool:
+    """A transaction call failed because another instance took the log over."""
+    if isinstance(exc, CheckpointError) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    if isinstance(exc, KafkaException) and exc.args:
+        err = exc.args[0]
+        return isinstance(err, KafkaError) and err.code() in FENCED
+    return False
+
+
+def group_id(layout: TopicLayout) -> str:
+    """The group whose committed offset says which requests were consumed (no members ever join)."""
+    return f"{layout.prefix}.controller"
+
+
+class ControlLink:
+    """Requests topic in, control log and responses out, exactly once; see the module docstring."""
+
+    def __init__(
+        self,
+        kafka: KafkaConfig,
+        layout: TopicLayout,
+        controller_id: str,
+        *,
+        on_rewind: Callable[[], None],
+        commit_timeout_s: float = 30.0,
+    ) -> None:
+        self.kafka = kafka
+        self.layout = layout
+        self.controller_id = controller_id
+        self.control_topic = layout.name("control")
+        self.requests_topic = layout.name("requests")
+        self.responses_topic = layout.name("responses")
+        self.events = AvroCodec(CONTROL_SCHEMA)
+        self.responses = AvroCodec("io.ballast.ControlResponse")
+        self.producer = make_producer(
+            kafka.with_client_id(f"{controller_id}-producer"),
+            **{"transactional.id": writer_transactional_id(self.control_topic), "linger.ms": 0},
+        )
+        # fences every earlier writer of the log and settles its open transaction
+        self.producer.init_transactions(commit_timeout_s)
+        self.consumer = make_consumer(
+            kafka.with_client_id(f"{controller_id}-requests"),
+            group_id(layout),
+            **{"enable.auto.commit": False, "isolation.level": "read_committed", "fetch.wait.max.ms": 10},
+        )
+        self.checkpoint = Checkpoint(
+            self.consumer,
+            self.producer,
+            exactly_once=True,
+            commit_interval_s=0.0,
+            on_rewind=on_rewind,
+            name=f"controller {controller_id}",
+            commit_timeout_s=commit_timeout_s,
+        )
+        requests = TopicPartition(self.requests_topic, 0)
+        self.checkpoint.on_assign(self.consumer, [requests])
+        start = self.checkpoint.offsets[(self.requests_topic, 0)]
+        self.consumer.assign([TopicPartition(self.requests_topic, 0, start)])
+
+    # --- the log ------------------------------------------------------------------------------------
+
+    def read_log(
+        self, initial: ControlState, remembered: int, timeout: float = 60.0
+    ) -> tuple[ControlState, list[dict[str, Any]]]:
+        """The folded log (after the fence, so nobody appends meanwhile) and its last ``remembered``
+        events (their request ids answer resends; migrations in flight are read from them)."""
+        reader = ControlLogReader(self.kafka, self.control_topic, initial)
+        try:
+            reader.read_to_end(timeout)
+            state = reader.state
+        finally:
+            reader.close()
+        return state, self._tail(remembered, timeout)
+
+    def _tail(self, count: int, timeout: float) -> list[dict[str, Any]]:
+        consumer = make_consumer(
+            self.kafka.with_client_id(f"{self.controller_id}-tail"),
+            f"{self.layout.prefix}.controller-tail",
+            **{"enable.auto.commit": False, "isolation.level": "read_committed"},
+        )
+        try:
+            tp = TopicPartition(self.control_topic, 0)
+            low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+            start = max(low, high - count)
+            consumer.assign([TopicPartition(self.control_topic, 0, start)])
+            events: list[dict[str, Any]] = []
+            position = start
+            while position < high:
+                msgs = consumer.consume(1000, timeout=1.0)
+                for m in msgs:
+                    if m.error():
+                        continue
+                    position = m.offset() + 1
+                    try:
+                        events.append(self.events.decode(m.value()))
+                    except CodecError as exc:  # the reader refuses such a log; here it is only memory
+                        log.warning("control log offset %d does not decode: %s", m.offset(), exc)
+                if not msgs:
+                    # transaction markers at the end: the high watermark may count them
+                    position = max(position, consumer.position([tp])[0].offset)
+                    if position < 0:
+                        break
+            return events
+        finally:
+            consumer.close()
+
+    # --- requests ------------------------------------------------------------------------------------
+
+    def poll(self, max_records: int, timeout: float) -> list[Message]:
+        """Requests not yet consumed (in order); errors of the consumer raise."""
+        msgs = self.consumer.consume(max_records, timeout=timeout)
+        out = []
+        for m in msgs:
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise KafkaException(m.error())
+            out.append(m)
+        return out
+
+    def consumed(self, message: Message) -> None:
+        """``message`` is dealt with: its offset is committed with this transaction."""
+        self.checkpoint.offsets[(message.topic(), message.partition())] = message.offset() + 1
+
+    # --- writing --------------------------------------------------------------------------------------
+
+    def begin(self) -> None:
+        self.checkpoint.begin()
+
+    def append(self, events: Iterable[Mapping[str, Any]]) -> None:
+        """Events of the control log, in epoch order, into the open transaction."""
+        for event in events:
+            value = self.events.encode(event)
+            self.producer.produce(self.control_topic, value=value, key=str(event["epoch"]).encode())
+
+    def respond(self, response: Mapping[str, Any]) -> None:
+        self.producer.produce(
+            self.responses_topic,
+            value=self.responses.encode(response),
+            key=str(response["request_id"]).encode(),
+        )
+
+    def commit(self) -> None:
+        """Everything of the open transaction, and the consumed requests' offsets, at once."""
+        self.checkpoint.commit()
+
+    def close(self) -> None:
+        self.checkpoint.close()
+        try:
+            self.producer.flush(5)
+        finally:
+            self.consumer.close()
