@@ -248,8 +248,14 @@ class Pipeline:
     def plan(
         self, theta: float, *, records: int = 0, since_ms: int = 0, timeout: float = 120.0, **kw: Any
     ) -> dict:
-        """One planning round of the controller (``ballast controller plan --json``): what it did."""
-        settings = {"theta": theta, "records": records, "since_ms": since_ms, "timeout": timeout, **kw}
+        """One planning round of the controller (``ballast controller plan --json``): what it did.
+
+        As a request when this pipeline started a controller; otherwise ``--direct`` (the round
+        appends the update itself: a deployment without a controller has no other writer)."""
+        started = (self.state.service(name) for name in self.started)
+        direct = not any(s is not None and s.kind == "controller" for s in started)
+        settings = {"theta": theta, "records": records, "since_ms": since_ms, "timeout": timeout}
+        settings |= {"direct": direct, **kw}
         out = self.run_command(
             "controller", "plan", "--prefix", self.layout.prefix, "--json", *flags(settings)
         )

@@ -48,6 +48,7 @@ from services.controller.config import ControllerSettings
 from services.controller.interval_load import IntervalLoad, fold_interval, key_state_bytes
 from services.controller.pacing import KeyMove, Marker, Migration, PacingSettings, SendStep, StepTimedOut
 from services.controller.planning import RoundResult, plan_interval
+from services.controller.prometheus import ControllerGauges
 from services.controller.sequencer import Answer, Request, RequestLimits, Sequencer, decode_request, refuse
 from services.controller.transport import ControlLink, is_fenced
 
@@ -161,6 +162,9 @@ class Controller:
         self._next_status = 0.0
         self._pending_events: list[dict[str, Any]] = []
         self._last: tuple[IntervalLoad, list[WorkerStats]] | None = None  # the last interval folded
+        self.gauges = ControllerGauges()
+        if settings.metrics_port:
+            self.gauges.serve(settings.metrics_port, settings.metrics_host)
 
     # --- start ------------------------------------------------------------------------------------
 
@@ -475,7 +479,9 @@ class Controller:
 
     def _publish_status(self) -> None:
         now = int(time.time() * 1000)
-        body = self.status().__dict__
+        status = self.status()
+        self.gauges.update(status)
+        body = status.__dict__
         record = metrics_record(f"controller/{self.id}", now, now, "ControllerStatus", body)
         self._status.produce(
             self.layout.name("metrics"), self._metrics_codec.encode(record), self.id.encode()

@@ -133,21 +133,31 @@ def test_topics_list_shows_what_the_broker_has(bootstrap, unique):
     assert f"conflict: {prefix}.routed: has 3 partitions, Ballast needs 5" in wide
 
 
-def test_control_send_refuses_a_bad_worker_in_one_line(bootstrap, unique):
-    conn = ("--bootstrap", bootstrap, "--prefix", unique("cli-control"))
+def test_control_send_asks_the_controller_and_prints_its_refusal_in_one_line(
+    bootstrap, kafka_config, unique, tmp_path
+):
+    from ballast.harness.pipeline import Pipeline
+    from ballast.kafka.topics import TopicLayout
+
+    prefix = unique("cli-control")
+    conn = ("--bootstrap", bootstrap, "--prefix", prefix)
     ballast("topics", "create", "--workers", "4", *conn)
+    layout = TopicLayout(prefix=prefix, workers=4)
+    with Pipeline(kafka_config, layout, tmp_path / "stack", create=False) as pipe:
+        pipe.start(pipe.controller("c", rebalance=False))
 
-    bad = ballast("control", "send", "--assign", "k=99", *conn, check=False)
-    assert bad.returncode == 2
-    assert lines_of(bad) == ["error: epoch 1: key 'k' -> worker 99 outside 0..3"]
-    not_a_number = ballast("control", "send", "--assign", "k=x", *conn, check=False)
-    assert not_a_number.returncode == 2
-    assert lines_of(not_a_number) == [
-        "error: --assign: expected KEY=WORKER with an integer WORKER, got 'k=x'"
-    ]
+        bad = ballast("control", "send", "--assign", "k=99", *conn, check=False)
+        assert bad.returncode == 2
+        refusal = "error: refused (worker-out-of-range): key 'k' -> worker 99; workers are 0..3"
+        assert lines_of(bad) == [refusal]
+        not_a_number = ballast("control", "send", "--assign", "k=x", *conn, check=False)
+        assert not_a_number.returncode == 2
+        assert lines_of(not_a_number) == [
+            "error: --assign: expected KEY=WORKER with an integer WORKER, got 'k=x'"
+        ]
 
-    good = ballast("control", "send", "--assign", "k=3", "--reason", "hot", *conn)
-    assert json.loads(good.stdout)["epoch"] == 1 and lines_of(good) == [good.stdout.strip()]
+        good = ballast("control", "send", "--assign", "k=3", "--reason", "hot", *conn)
+        assert json.loads(good.stdout)["epoch"] == 1 and lines_of(good) == [good.stdout.strip()]
     shown = [json.loads(line) for line in ballast("control", "show", *conn).stdout.splitlines()]
     genesis, update, folded = shown
     assert (genesis["epoch"], genesis["type"], genesis["payload"]["routed_partitions"]) == (
@@ -166,14 +176,17 @@ def test_control_commands_refuse_a_log_without_genesis(bootstrap, admin, unique)
     prefix = unique("cli-nogen")
     ensure_topics(admin, TopicLayout(prefix=prefix, workers=4).specs())  # by hand: no genesis
     conn = ("--bootstrap", bootstrap, "--prefix", prefix)
-    for command in (["control", "show"], ["control", "send", "--scale", "2"]):
-        done = ballast(*command, *conn, check=False)
-        assert done.returncode == 1 and lines_of(done) == [
-            f"error: control log {prefix}.control has no genesis (the TABLE_SNAPSHOT that records epoch 0): "
-            "run `ballast topics create` to write it"
-        ]
-    ballast("topics", "create", "--workers", "4", *conn)
-    assert json.loads(ballast("control", "send", "--scale", "2", *conn).stdout)["epoch"] == 1
+    no_genesis = (
+        f"error: control log {prefix}.control has no genesis (the TABLE_SNAPSHOT that records epoch 0): "
+        "run `ballast topics create` to write it"
+    )
+    for command in (["control", "show"], ["controller", "run", "--controller-id", "c"]):
+        done = ballast(*command, *conn, check=False, timeout=120)
+        assert done.returncode == 1 and lines_of(done) == [no_genesis], done.stdout + done.stderr
+    # with no controller (none can run on this log), a request says so within its time-out
+    unanswered = ballast("control", "send", "--scale", "2", "--timeout", "3", *conn, check=False)
+    assert unanswered.returncode == 1 and len(lines_of(unanswered)) == 1
+    assert "no controller" in lines_of(unanswered)[0]
 
 
 NO_BROKER_COMMANDS = {
@@ -181,6 +194,7 @@ NO_BROKER_COMMANDS = {
     "topics list": ["topics", "list", "--state-dir", "{tmp}"],
     "control show": ["control", "show", "--state-dir", "{tmp}"],
     "control send": ["control", "send", "--assign", "k=1", "--state-dir", "{tmp}"],
+    "controller run": ["controller", "run", "--controller-id", "c", "--state-dir", "{tmp}"],
     "connect load": ["connect", "load", str(SAMPLE), "--url", "http://127.0.0.1:1", "--state-dir", "{tmp}"],
     "router run": ["router", "run"],
 }
