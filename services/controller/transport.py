@@ -185,8 +185,15 @@ class ControlLink:
         self.checkpoint.commit()
 
     def close(self) -> None:
+        """Best effort on the way out. A fenced producer's flush raises its fatal error again:
+        nothing it still holds can reach the log (its transaction is aborted), so that error is
+        logged, not raised, and the process exits with the fenced status it decided on."""
         self.checkpoint.close()
         try:
             self.producer.flush(5)
+        except KafkaException as exc:
+            if not is_fenced(exc):
+                raise
+            log.info("control link: flush on close after fencing: %s", exc)
         finally:
             self.consumer.close()

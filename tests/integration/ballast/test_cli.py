@@ -116,7 +116,11 @@ def test_topics_list_shows_what_the_broker_has(bootstrap, unique):
         ballast("topics", "list", "--json", "--workers", "3", "--input-partitions", "2", *conn).stdout
     )
     by_role = {r["role"]: r for r in report}
-    assert set(by_role) == {"input", "routed", "control", "metrics", "output", "dead_letter"}
+    assert set(by_role) == {
+        "input", "routed", "control", "requests", "responses", "metrics", "output", "dead_letter"
+    }  # fmt: skip
+    requests = by_role["requests"]
+    assert (requests["name"], requests["partitions"]) == (f"{prefix}.control-requests", 1)
     assert by_role["routed"]["name"] == f"{prefix}.routed"
     assert (by_role["routed"]["partitions"], by_role["input"]["partitions"]) == (3, 2)
     assert by_role["control"]["config"] == {
@@ -180,7 +184,8 @@ def test_control_commands_refuse_a_log_without_genesis(bootstrap, admin, unique)
         f"error: control log {prefix}.control has no genesis (the TABLE_SNAPSHOT that records epoch 0): "
         "run `ballast topics create` to write it"
     )
-    for command in (["control", "show"], ["controller", "run", "--controller-id", "c"]):
+    controller = ["controller", "run", "--controller-id", "c", "--log-level", "warning"]
+    for command in (["control", "show"], controller):
         done = ballast(*command, *conn, check=False, timeout=120)
         assert done.returncode == 1 and lines_of(done) == [no_genesis], done.stdout + done.stderr
     # with no controller (none can run on this log), a request says so within its time-out
