@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 CACHE ?= .cache
 ARGS ?=
 
-.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-controller bench-router bench-router-compare bench-router-startup bench-reduce clean-cache
+.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-controller bench-router bench-router-compare bench-router-startup bench-reduce bench-reduce-throughput bench-reduce-soak clean-cache
 
 setup:
 	@bash deploy/setup.sh
@@ -51,3 +51,10 @@ bench-router-startup: setup
 
 bench-reduce: setup
 	$(PY) -m bench.reduce $(ARGS)
+
+# the parts of bench-reduce one at a time (each writes bench/results/reduce-<part>.json and .png)
+bench-reduce-throughput: setup
+	$(PY) -m bench.reduce --parts throughput $(ARGS)
+
+bench-reduce-soak: setup
+	$(PY) -m bench.reduce --parts soak $(ARGS)

@@ -52,8 +52,16 @@ def parse(argv: list[str] | None) -> tuple[Params, Path]:
     return Params(**values), out
 
 
+PARTS = ("placements", "throughput", "soak")
+
+
 def main(argv: list[str] | None = None) -> int:
     params, out = parse(argv)
+    parts = [p for p in params.parts.split(",") if p]
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        print(f"bench.reduce: unknown parts {sorted(unknown)} (known: {', '.join(PARTS)})", file=sys.stderr)
+        return 2
     # (a)'s Python workers and every command the run starts use this checkout's code, wherever
     # the benchmark was started from
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))
@@ -66,6 +74,21 @@ def main(argv: list[str] | None = None) -> int:
     ok = False
     try:
         kafka = KafkaConfig.plaintext(stack.bootstrap, "bench-reduce")
+        if "throughput" in parts:
+            from bench.reduce import throughput, throughput_plot
+
+            tp = throughput.run_throughput(params, kafka, workdir, started)
+            write(tp, out.with_name(out.stem + "-throughput.json"), throughput_plot.plot)
+            throughput.print_summary(tp)
+        if "soak" in parts:
+            from bench.reduce import soak, soak_plot
+
+            sk = soak.run_soak(params, kafka, workdir, started)
+            write(sk, out.with_name(out.stem + "-soak.json"), soak_plot.plot)
+            soak.print_summary(sk)
+        if "placements" not in parts:
+            ok = True
+            return 0
         if "a" in params.placements:
             from bench.reduce.baseline import session
 
@@ -120,11 +143,8 @@ def main(argv: list[str] | None = None) -> int:
             pl.finish()
 
         report = build_report(params, main_pl, uni_pl, time.monotonic() - started)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=2) + "\n")
-        plot(report, out.with_suffix(".png"))
+        write(report, out, plot)
         print_summary(report)
-        log(f"wrote {out} and {out.with_suffix('.png')} ({time.monotonic() - started:.0f} s)")
         ok = True
     finally:
         for pl in placements:
@@ -140,6 +160,14 @@ def main(argv: list[str] | None = None) -> int:
         else:  # the services' logs say what went wrong
             log(f"logs of the services kept in {workdir}/pipeline-*/services")
     return 0
+
+
+def write(report: dict, path: Path, draw) -> None:
+    """A part's report as JSON, and its figure beside it (same name, ``.png``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    draw(report, path.with_suffix(".png"))
+    log(f"wrote {path} and {path.with_suffix('.png')}")
 
 
 if __name__ == "__main__":

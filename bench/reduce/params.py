@@ -39,6 +39,26 @@ class Params:
     uniform_slice_records: int = 8_000
     seed: int = 11
     placements: str = "abc"
+    parts: str = "placements,throughput,soak"  # which parts run (each writes its own JSON and PNG)
+    # throughput: Ballast's aggregate against the native query, on a backlog (bench.reduce.throughput)
+    tp_events: int = 1_200_000  # events in each key distribution's backlog
+    tp_keys: int = 10_000
+    tp_dists: str = "uniform,zipf"
+    tp_zipf: float = 1.0
+    tp_rounds: int = 3
+    tp_cap: int = 100_000  # maxOffsetsPerTrigger of every contender
+    tp_cores: int = 2  # local[cores] of every contender's Spark
+    tp_trigger_ms: int = 2_000
+    tp_window_ms: int = 10_000
+    tp_warmup_batches: int = 2  # left out of the steady figures
+    tp_contenders: str = "ballast,native-rocksdb,native-hdfs"
+    # soak: Ballast's aggregate over many batches of new keys (bench.reduce.soak)
+    soak_batches: int = 60
+    soak_batch_records: int = 50_000
+    soak_keys_per_batch: int = 25_000
+    soak_batch_event_ms: int = 1_000  # event time each batch of records spans
+    soak_warmup_batches: int = 0  # 0: until the state holds every window it keeps
+    soak_compare_batches: int = 10  # early (after warm-up) and last batches compared
 
     @property
     def trigger(self) -> str:
@@ -55,6 +75,15 @@ QUICK = {
     "uniform_rounds": 1,
     "uniform_slices": 2,
     "uniform_slice_records": 5_000,
+    "tp_events": 300_000,
+    "tp_cap": 50_000,
+    "tp_rounds": 1,
+    "tp_warmup_batches": 1,
+    "soak_batches": 12,
+    "soak_batch_records": 20_000,
+    "soak_keys_per_batch": 10_000,
+    "soak_batch_event_ms": 5_000,
+    "soak_compare_batches": 3,
 }
 
 

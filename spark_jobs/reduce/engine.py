@@ -475,15 +475,17 @@ class WorkerStep:
             alive = starts + p.windows.size_ms + horizon > self.watermark
             counted = np.zeros(t.size, dtype=bool)
             counted[index[alive]] = True
-        else:
-            counted = np.zeros(t.size, dtype=bool)
+            too_late = ~counted
+        else:  # a per-key processor's windows are its own: late, counted in the stats only
+            counted = too_late = np.zeros(t.size, dtype=bool)
         for i in range(t.size):
-            reason = "late" if counted[i] else "too-late"
-            where = (
-                "counted in its windows' rows"
-                if counted[i]
-                else "its windows are past the correction horizon"
-            )
+            reason = "too-late" if too_late[i] else "late"
+            if not p.windowed:
+                where = "counted in the worker's stats (a per-key processor's windows are its own)"
+            elif counted[i]:
+                where = "counted in its windows' rows"
+            else:
+                where = "its windows are past the correction horizon"
             self._dead(
                 int(offsets[i]),
                 raw[i],

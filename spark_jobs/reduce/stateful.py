@@ -9,8 +9,10 @@ frontier), and the event-time timer is kept at the earliest row a worker still h
 The control log's end comes in the data (``CONTROL`` rows, :func:`spark_jobs.reduce.job.control_rows`),
 so a replayed batch folds the log to the same epoch.
 
-State, per worker (:mod:`spark_jobs.reduce.store`): a map of buckets (window start -> encoded
-rows), a value with the engine's meta, a map of held record blocks, a map of chunk pieces.
+State, per worker (:mod:`spark_jobs.reduce.store`), all in one map state (:class:`_SparkStore`):
+buckets (window start -> encoded rows), the engine's meta, held record blocks, chunk pieces;
+every value cut in pieces of at most 32 KB (:class:`PiecedMap`: Spark 4.0.0 cannot take a larger
+one reliably).
 """
 
 from __future__ import annotations
@@ -56,47 +58,147 @@ class JobSpec:
     max_future_ms: int = 0
 
 
-class _SparkStore:
-    """:class:`~spark_jobs.reduce.store.StateStore` over one worker's state variables."""
+PIECE_BYTES = 32 * 1024  # the largest value one state call carries (see PiecedMap)
+# what an entry of the worker's one map state holds: its key is (kind, id, name, piece)
+BUCKET, HELD, CHUNK_PIECE, META, HELD_INDEX = range(5)
 
-    def __init__(self, buckets, held, pieces) -> None:
-        self._buckets = buckets
-        self._held = held
-        self._pieces = pieces
+
+def state_schemas() -> tuple[Any, Any]:
+    """Key and value schema of the worker's map state, as types (a DDL string costs a call into
+    the JVM to parse, per state variable and task)."""
+    from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
+
+    key = StructType(
+        [
+            StructField("kind", IntegerType()),
+            StructField("id", LongType()),
+            StructField("name", StringType()),
+            StructField("piece", IntegerType()),
+        ]
+    )
+    value = StructType([StructField("blob", BinaryType()), StructField("pieces", IntegerType())])
+    return key, value
+
+
+class PiecedMap:
+    """Values of any size in a Spark map state, as pieces of at most ``piece_bytes``.
+
+    Why: Spark 4.0.0's state server reads a state call from its socket with one ``read``, not
+    ``readFully`` (SPARK-53870, fixed in 4.0.2): a call larger than what has reached the socket
+    when the JVM reads it is parsed half-filled, and the task fails ("invalid pickle opcode").
+    A worker's bucket of 1,250 keys is about 100 KB; on the loaded benchmark machine one run in
+    three failed so. A piece of 32 KB, with its framing, goes to the socket in one write and
+    over loopback in one segment, so the JVM finds it whole.
+
+    Key: the value's own key fields (``ident``), then the piece index; value: the piece and the
+    number of pieces (kept in every piece, read from the first). Reading joins the pieces;
+    writing writes them and removes pieces left over from a longer value. Counts learned in a
+    step are remembered for that step only (one instance per step: a retried batch starts again
+    from the store).
+    """
+
+    def __init__(self, state: Any, piece_bytes: int = PIECE_BYTES) -> None:
+        self.state = state
+        self.piece_bytes = piece_bytes
+        self._counts: dict[tuple, int] = {}
+
+    def get(self, ident: tuple) -> bytes | None:
+        first = self.state.getValue((*ident, 0))
+        if first is None:
+            self._counts[ident] = 0
+            return None
+        count = int(first[1])
+        parts = [bytes(first[0])]
+        for i in range(1, count):
+            piece = self.state.getValue((*ident, i))
+            if piece is None:
+                raise RuntimeError(f"state value {ident}: piece {i} of {count} is missing")
+            parts.append(bytes(piece[0]))
+        self._counts[ident] = count
+        return b"".join(parts)
+
+    def put(self, ident: tuple, blob: bytes) -> None:
+        size = self.piece_bytes
+        count = max(1, -(-len(blob) // size))
+        for i in range(count):
+            self.state.updateValue((*ident, i), (bytearray(blob[i * size : (i + 1) * size]), count))
+        self._drop(ident, count)
+        self._counts[ident] = count
+
+    def remove(self, ident: tuple) -> None:
+        self._drop(ident, 0)
+        self._counts[ident] = 0
+
+    def _drop(self, ident: tuple, keep: int) -> None:
+        """Remove the pieces from ``keep`` on (asked of the store when the count is not known)."""
+        known = self._counts.get(ident)
+        if known is not None:
+            for i in range(keep, known):
+                self.state.removeKey((*ident, i))
+            return
+        i = keep
+        while self.state.containsKey((*ident, i)):
+            self.state.removeKey((*ident, i))
+            i += 1
+
+
+class _SparkStore:
+    """:class:`~spark_jobs.reduce.store.StateStore` over a worker's one map state (see
+    :class:`PiecedMap`): buckets, held record blocks and chunk pieces as kinds of entry.
+
+    Why one state variable: Spark builds each state variable anew in every task (its encoders
+    generated and compiled, ``initializeStateVariable``: 8 % of the JVM's CPU in a 100,000-record
+    batch with four of them, measured with Java Flight Recorder). The held blocks are listed in
+    an entry of their own (``HELD_INDEX``), so reading them never iterates over the buckets.
+    """
+
+    def __init__(self, entries: PiecedMap) -> None:
+        self._entries = entries
 
     def get_bucket(self, bucket: int) -> bytes | None:
-        value = self._buckets.getValue((bucket,))
-        return None if value is None else bytes(value[0])
+        return self._entries.get((BUCKET, int(bucket), ""))
 
     def put_bucket(self, bucket: int, blob: bytes) -> None:
-        self._buckets.updateValue((bucket,), (bytearray(blob),))
+        self._entries.put((BUCKET, int(bucket), ""), blob)
 
     def remove_bucket(self, bucket: int) -> None:
-        self._buckets.removeKey((bucket,))
+        self._entries.remove((BUCKET, int(bucket), ""))
+
+    def _held_blocks(self) -> list[int]:
+        blob = self._entries.get((HELD_INDEX, 0, ""))
+        return np.frombuffer(blob, dtype="<i8").tolist() if blob else []
 
     def append_held(self, held: HeldRecords) -> None:
         # a block's id: its first record's routed offset (unique within the worker's partition)
-        self._held.updateValue((int(held.seq.min()),), (bytearray(held.to_bytes()),))
+        block = int(held.seq.min())
+        self._entries.put((HELD, block, ""), held.to_bytes())
+        blocks = [b for b in self._held_blocks() if b != block] + [block]
+        self._entries.put((HELD_INDEX, 0, ""), np.array(blocks, dtype="<i8").tobytes())
 
     def held(self) -> HeldRecords:
-        if not self._held.exists():
-            return HeldRecords.empty()
-        return HeldRecords.concat([HeldRecords.from_bytes(bytes(v[0])) for _k, v in self._held.iterator()])
+        parts = []
+        for block in self._held_blocks():
+            blob = self._entries.get((HELD, block, ""))
+            if blob is None:
+                raise RuntimeError(f"held block {block} is listed but not stored")
+            parts.append(HeldRecords.from_bytes(blob))
+        return HeldRecords.concat(parts)
 
     def replace_held(self, held: HeldRecords) -> None:
-        self._held.clear()
+        for block in self._held_blocks():
+            self._entries.remove((HELD, block, ""))
+        self._entries.remove((HELD_INDEX, 0, ""))
         if len(held):
             self.append_held(held)
 
     def get_piece(self, name: str) -> bytes | None:
-        value = self._pieces.getValue((name,))
-        return None if value is None else bytes(value[0])
+        return self._entries.get((CHUNK_PIECE, 0, name))
 
     def put_piece(self, name: str, blob: bytes) -> None:
-        self._pieces.updateValue((name,), (bytearray(blob),))
+        self._entries.put((CHUNK_PIECE, 0, name), blob)
 
     def remove_piece(self, name: str) -> None:
-        self._pieces.removeKey((name,))
+        self._entries.remove((CHUNK_PIECE, 0, name))
 
 
 _INPUTS: dict[tuple[Any, tuple[str, ...]], tuple[float, tuple[str, ...]]] = {}
@@ -124,6 +226,29 @@ def current_inputs(kafka: KafkaConfig, topics: tuple[str, ...]) -> tuple[str, ..
     return found
 
 
+def forget_archive_importers() -> None:
+    """Forget the import finders of the zip archives on this Python worker's path, and the jars.
+
+    Why: PySpark begins every task with ``importlib.invalidate_caches()``
+    (``pyspark.worker_util.setup_spark_files``), and every zip importer in Python's finder cache
+    then reads its archive's whole directory again, in Python. A reduce worker has about fifteen:
+    one per package imported from ``pyspark.zip`` (1,220 entries each time) and one for Spark's
+    ``spark-core`` jar (5,261 entries, no Python in it), which Spark puts on its workers' path.
+    That was 60-75 % of a worker's Python CPU in a 100,000-record batch (py-spy), 0.06-0.1 s
+    per task on a quiet machine, eight tasks a batch. The archives never change while a worker
+    lives: a finder forgotten here is made again, from the directory Python keeps in memory, by
+    the next import that needs it, so after a worker's first tasks the next ones read nothing.
+    """
+    import sys
+    import zipimport
+
+    for path in [p for p in sys.path if p.endswith(".jar")]:
+        sys.path.remove(path)
+    for path, finder in list(sys.path_importer_cache.items()):
+        if isinstance(finder, zipimport.zipimporter):
+            del sys.path_importer_cache[path]
+
+
 class WorkerProcessor(StatefulProcessor):
     """One instance per task; the grouping key is a worker label."""
 
@@ -131,11 +256,10 @@ class WorkerProcessor(StatefulProcessor):
         self.spec = spec
 
     def init(self, handle: StatefulProcessorHandle) -> None:
+        forget_archive_importers()
         self.handle = handle
-        self.buckets = handle.getMapState("buckets", "bucket LONG", "blob BINARY")
-        self.meta = handle.getValueState("meta", "blob BINARY")
-        self.held = handle.getMapState("held_blocks", "block LONG", "blob BINARY")
-        self.pieces = handle.getMapState("pieces", "name STRING", "blob BINARY")
+        # one map state for everything (see _SparkStore), every value in pieces (PiecedMap)
+        self.entries = handle.getMapState("entries", *state_schemas())
         self.processor = batch_processor(from_spec(self.spec.processor))
         self.worker_of = {label: w for w, label in enumerate(self.spec.labels)}
         self.log = shared_log(
@@ -159,8 +283,8 @@ class WorkerProcessor(StatefulProcessor):
 
         worker = self.worker_of[label]
         spec = self.spec
-        stored = self.meta.get()
-        meta = load_meta(bytes(stored[0]) if stored is not None else None)
+        entries = PiecedMap(self.entries)
+        meta = load_meta(entries.get((META, 0, "")))
         known = max(int(meta["known"]), int(meta.get("log_epoch", 0))) if meta else 0
         if frame is not None:
             valid = frame["kind"].to_numpy() != BAD  # data, markers, chunks and the log's end
@@ -179,7 +303,7 @@ class WorkerProcessor(StatefulProcessor):
             horizon_ms=spec.horizon_ms,
             max_future_ms=spec.max_future_ms,
         )
-        store = _SparkStore(self.buckets, self.held, self.pieces)
+        store = _SparkStore(entries)
         inputs = current_inputs(spec.kafka, spec.input_topics)
         step = WorkerStep(config, self.processor, view, store, meta, extra_inputs=inputs)
         watermark = max(int(timer_values.getCurrentWatermarkInMs()), 0)
@@ -201,7 +325,7 @@ class WorkerProcessor(StatefulProcessor):
             self.handle.registerTimer(int(result.next_due))
             timer = result.next_due
         result.meta["timer"] = timer
-        self.meta.update((bytearray(dump_meta(result.meta)),))
+        entries.put((META, 0, ""), dump_meta(result.meta))
         return OutputEncoder(spec.topics, worker, spec.job).frame(result, int(time.time() * 1000))
 
     def close(self) -> None:

@@ -264,6 +264,15 @@ class ReduceKit:
                         found[(m.partition(), m.offset())] = int.from_bytes(body["payload"], "big")
         return [replace(d, event=found.get((d.partition, d.offset))) for d in letters]
 
+    def left_out(self, job: str) -> set[int]:
+        """Indexes of the events ``job`` dead-lettered as late (each named once); any other
+        dead letter of the job fails the caller's test (nothing else is expected of good input)."""
+        letters = [d for d in self.dead_lettered() if d.job == job]
+        assert {d.reason for d in letters} <= {"late"}, {d.reason for d in letters}
+        late = [d.event for d in letters]
+        assert None not in late and len(late) == len(set(late)), "a late letter names no event, or one twice"
+        return set(late)  # type: ignore[arg-type]
+
     def wait_watermark(self, job: str, ms: int, timeout: float = 600.0) -> None:
         """Until a micro-batch of ``job`` ran under a watermark of at least ``ms``: every window that
         ends by then has been emitted (a batch emits what its watermark closed)."""
