@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 CACHE ?= .cache
 ARGS ?=
 
-.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-router bench-router-compare bench-router-startup bench-reduce clean-cache
+.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-router bench-router-compare bench-router-startup bench-reduce bench-control clean-cache
 
 setup:
 	@bash deploy/setup.sh
@@ -48,3 +48,6 @@ bench-router-startup: setup
 
 bench-reduce: setup
 	$(PY) -m bench.reduce $(ARGS)
+
+bench-control: setup
+	$(PY) -m bench.control $(ARGS)
