@@ -50,6 +50,12 @@ class RouterSettings(Settings):
     )
     batch_size: int = setting(10_000, "max records per consume() call")
     poll_timeout_ms: int = setting(100, "consume() wait when the input is idle")
+    control_poll_ms: int = setting(
+        10,
+        "while no input comes, consume() waits in slices of this long and the control log is read "
+        "between them: a new epoch is noticed within about this long on an idle or slow input",
+        minimum=1,
+    )
     commit_interval_ms: int = setting(500, "transaction / offset-commit interval")
     commit_when_idle: bool = setting(
         False,
@@ -114,6 +120,7 @@ class RouterSettings(Settings):
         self.format_options()  # validates input_format and string_key
         for name in (
             "batch_size",
+            "control_poll_ms",
             "commit_interval_ms",
             "heavy_hitter_capacity",
             "route_cache_size",

@@ -3,8 +3,9 @@
 Why the router folds the log to its end before routing anything (from the latest snapshot, see
 :mod:`ballast.control.log`): a record routed under a stale table would land in the wrong partition
 with no marker to tell a worker so. Afterwards it polls before
-every batch without waiting; the loop decides when the new epochs take effect (at a transaction
-boundary), so this object only reports them.
+every batch, and between the slices of a consume() wait that finds no input, without waiting; the
+loop decides when the new epochs take effect (at a transaction boundary), so this object only
+reports them.
 """
 
 from __future__ import annotations

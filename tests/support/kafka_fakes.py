@@ -130,6 +130,7 @@ class RecordingProducer:
         self.calls: list[str] = []
         self.txn_offsets: list[TopicPartition] = []
         self.fail_commit: list[KafkaException] = []
+        self.flushed = 0  # how many of :attr:`sent` had been produced when flush() was last called
         self._commit_in_progress = False
 
     def produce(self, topic, value=None, key=None, partition=-1, headers=None) -> None:
@@ -143,6 +144,7 @@ class RecordingProducer:
         return 0
 
     def flush(self, timeout: float = -1) -> int:
+        self.flushed = len(self.sent)
         return 0
 
     def _not_while_committing(self, call: str) -> None:
