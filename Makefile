@@ -25,7 +25,7 @@ test-integration: setup
 lint: setup
 	$(VENV)/bin/ruff check ballast services spark_jobs tests bench docs/examples
 
-bench: bench-codec bench-planner bench-controller bench-router bench-router-startup bench-reduce
+bench: bench-codec bench-planner bench-controller bench-router bench-router-startup bench-reduce bench-control
 
 bench-codec: setup
 	$(PY) bench/codec_bench.py $(ARGS)
