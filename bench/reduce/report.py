@@ -79,6 +79,9 @@ def build_report(params: Params, main_pl: list[Placement], uni_pl: list[Placemen
             "records_per_s": "data records / sum of the placement's batch durations (warm-up excluded)",
             "load": "data records per worker (WorkerStats) or Spark partition (a): max/mean per full slice",
             "migration": "(c) per phase: batches with chunks shipped/installed or records held vs the others",
+            "record_cost": "record_cost_us is a sleep per record at the stateful step: I/O-bound work such "
+            "as an enrichment call. Eight tasks overlap their sleeps on 2 cores, so the busiest worker's "
+            "load shows in the batch time; CPU-bound work of the same size would not overlap on 2 cores",
         },
         "acceptance": accept,
         "results": results,

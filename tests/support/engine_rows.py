@@ -13,6 +13,7 @@ import pandas as pd
 
 from ballast.control.state import make_event
 from spark_jobs.reduce.engine import CHUNK, CONTROL, DATA, MARKER
+from spark_jobs.reduce.ownership import OwnershipView
 
 N = 4  # routed partitions (workers)
 PARTITIONS = ("in:0", "in:1")  # input partitions
@@ -113,6 +114,15 @@ class Worker:
         )
         self.meta = result.meta
         return result
+
+
+def view_with(*pins: dict[str, int]) -> OwnershipView:
+    """The ownership view of a log: the genesis, then one routing update per ``pins``."""
+    view = OwnershipView(N)
+    view.apply(genesis())
+    for epoch, p in enumerate(pins, start=1):
+        view.apply(make_event(epoch, "ROUTING_UPDATE", {"assign": p, "unassign": [], "reason": ""}))
+    return view
 
 
 def emitted(result) -> list[tuple[str, int, int, float]]:

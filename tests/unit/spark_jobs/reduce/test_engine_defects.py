@@ -9,8 +9,7 @@ from ballast.routing.murmur2 import kafka_partition
 from spark_jobs.processors.aggregate import WindowAggregate
 from spark_jobs.processors.last_values import LastValues
 from spark_jobs.processors.windows import WindowSpec
-from spark_jobs.reduce.ownership import OwnershipView
-from tests.support.engine_rows import N, Worker, chunk_row, data, emitted, genesis, marker
+from tests.support.engine_rows import N, Worker, chunk_row, data, emitted, marker, view_with
 
 AGG = WindowAggregate(WindowSpec(100))
 
@@ -20,14 +19,6 @@ def key_homed_at(worker: int, n: int = N) -> str:
 
 
 K = key_homed_at(0)
-
-
-def view_with(*pins: dict[str, int]) -> OwnershipView:
-    view = OwnershipView(N)
-    view.apply(genesis())
-    for epoch, p in enumerate(pins, start=1):
-        view.apply(make_event(epoch, "ROUTING_UPDATE", {"assign": p, "unassign": [], "reason": ""}))
-    return view
 
 
 def test_1_a_key_with_no_open_window_leaves_the_store() -> None:

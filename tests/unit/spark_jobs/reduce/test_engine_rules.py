@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from ballast.control.state import make_event
 from ballast.routing.murmur2 import kafka_partition
 from spark_jobs.processors.aggregate import WindowAggregate
 from spark_jobs.processors.windows import WindowSpec
 from spark_jobs.reduce.engine import BAD
-from spark_jobs.reduce.ownership import OwnershipView
-from tests.support.engine_rows import N, Worker, chunk_row, data, emitted, genesis, marker, row
+from tests.support.engine_rows import N, Worker, chunk_row, data, emitted, marker, row, view_with
 
 AGG = WindowAggregate(WindowSpec(100))
 
@@ -19,14 +17,6 @@ def key_homed_at(worker: int, n: int = N) -> str:
 
 K = key_homed_at(0)  # moves 0 -> 1 at epoch 1
 STAY = next(f"s{i}" for i in range(1000) if kafka_partition(f"s{i}".encode(), N) == 0)
-
-
-def view_with(*pins: dict[str, int]) -> OwnershipView:
-    view = OwnershipView(N)
-    view.apply(genesis())
-    for epoch, p in enumerate(pins, start=1):
-        view.apply(make_event(epoch, "ROUTING_UPDATE", {"assign": p, "unassign": [], "reason": ""}))
-    return view
 
 
 def test_state_ships_only_once_every_input_partition_passed_the_epoch() -> None:
