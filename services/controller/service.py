@@ -377,7 +377,7 @@ class Controller:
         routers, workers = self._router_stats, self._worker_stats
         self._router_stats, self._worker_stats = [], []
         n = self.state.num_workers
-        load = fold_interval(routers, workers, self.state.table.route, n)
+        load = fold_interval(routers, workers, self.state.table.route, n, self.settings.pricing)
         if not routers:
             return
         self._last = (load, workers)

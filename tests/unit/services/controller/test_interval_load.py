@@ -107,3 +107,17 @@ def test_key_state_bytes_latest_report_of_the_keys_worker_then_elsewhere_then_av
     # m on worker 1 (it moved): worker 1's own 80; a on worker 1 (not reported there yet): 350 from
     # worker 0, where its state still is
     assert key_state_bytes(stats, [b"m", b"a"], np.array([1, 1]), 2).tolist() == [80.0, 350.0]
+
+
+def test_records_pricing_counts_records_whatever_the_steps_cost():
+    """Busy time that does not follow the records (per-step work, a pause) prices nothing."""
+    routers = [router([800, 400], {"a": 500})]
+    workers = [worker(0, 800, 40.0), worker(1, 400, 130.0)]
+    measured = fold_interval(routers, workers, lambda k: 0, 2)
+    assert measured.imbalance == pytest.approx(130.0 / 85.0)  # the slow-looking worker 1 is the max
+    load = fold_interval(routers, workers, lambda k: 0, 2, "records")
+    assert load.worker_load.tolist() == [800.0, 400.0] and load.key_load.tolist() == [500.0]
+    assert load.imbalance == pytest.approx(800.0 / 600.0)
+    assert load.remainder.tolist() == [300.0, 400.0]
+    with pytest.raises(ValueError):
+        fold_interval(routers, workers, lambda k: 0, 2, "bytes")
