@@ -386,9 +386,9 @@ class Controller:
         self.forecaster.observe(load.keys, load.key_load)
         if not self.settings.rebalance:
             return
-        decision = observe(self.trigger_state, load.imbalance, self.trigger)
+        decision = observe(self.trigger_state, load.imbalance, self.trigger, busy=self.migration is not None)
         self.trigger_state = decision.state
-        if decision.rebalance and self.migration is None:
+        if decision.rebalance:
             result = self._plan(load, workers)
             self._start_migration(result, load, workers, decision.reason)
 
