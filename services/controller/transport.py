@@ -188,5 +188,9 @@ class ControlLink:
         self.checkpoint.close()
         try:
             self.producer.flush(5)
+        except KafkaException as exc:
+            # a fenced producer raises its fatal error here: it has nothing left that could be
+            # delivered, and the caller is on its way out with the reason already (exit 3)
+            log.warning("controller %s: flush on close: %s", self.controller_id, exc)
         finally:
             self.consumer.close()
