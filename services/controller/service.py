@@ -274,6 +274,11 @@ class Controller:
                 answer = self._rebalance_request(decoded)
             else:
                 answer = self.sequencer.answer(decoded, now)
+            if self._pending_events:
+                # a REBALANCE started a migration: its events hold the epochs just numbered, so
+                # they go before any later request's event and any snapshot, in this transaction
+                self.link.append(self._pending_events)
+                self._pending_events = []
             if answer.event is not None:
                 self.link.append([answer.event])
             if answer.accepted and not answer.duplicate:
