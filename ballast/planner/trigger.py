@@ -70,8 +70,16 @@ class Decision:
     state: TriggerState
 
 
-def observe(state: TriggerState, ratio: float, settings: TriggerSettings = TriggerSettings()) -> Decision:
-    """One interval's realized ``max/mean`` through the trigger."""
+def observe(
+    state: TriggerState, ratio: float, settings: TriggerSettings = TriggerSettings(), *, busy: bool = False
+) -> Decision:
+    """One interval's realized ``max/mean`` through the trigger.
+
+    ``busy``: the caller cannot rebalance now (a migration is still in flight). A trigger that
+    would fire then holds instead: nothing was rebalanced, so the streak and the gap go on
+    counting and it fires at the first interval the caller can act on, if the load is still above.
+    Firing and resetting as if it had rebalanced would leave a lasting imbalance alone for
+    ``consecutive`` more intervals (and ``min_gap``) after the migration ends."""
     limit = 1.0 + settings.theta
     is_above = math.isfinite(ratio) and ratio > limit + TOLERANCE
     above = state.above + 1 if is_above else 0
@@ -89,6 +97,12 @@ def observe(state: TriggerState, ratio: float, settings: TriggerSettings = Trigg
             False,
             f"max/mean {ratio:.3f} above {limit:.3f} for {above} intervals, but only {since} of "
             f"{settings.min_gap} intervals since the last rebalance",
+            TriggerState(above, since),
+        )
+    if busy:
+        return Decision(
+            False,
+            f"max/mean {ratio:.3f} above {limit:.3f} for {above} intervals, but a migration is in flight",
             TriggerState(above, since),
         )
     return Decision(

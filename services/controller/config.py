@@ -53,6 +53,12 @@ class ControllerSettings(Settings):
     consecutive: int = setting(2, "trigger: intervals in a row above the threshold", minimum=1)
     min_gap: int = setting(3, "trigger: intervals between two rebalances at least", minimum=0)
     forecast: bool = setting(True, "plan for the next interval's forecast load (off: the last interval's)")
+    pricing: str = setting(
+        "measured",
+        "load of a worker's records: measured (its busy ms per record, DS2's rate) or records (every "
+        "record the same: for jobs whose step time is per-step work, not per-record work)",
+        choices=("measured", "records"),  # interval_load.PRICINGS (not imported: numpy at parse)
+    )
     # paced migration
     pacing: str = setting(Mode.BATCHED.value, "how a plan goes out", choices=tuple(m.value for m in Mode))
     step_keys: int = setting(16, "batched pacing: keys per step at most (B)", minimum=1)

@@ -25,6 +25,16 @@ A worker with no processed records in the interval has no cost per record of its
 the pooled cost of all workers (its routed records are real load, and the pool is the best guess of
 what they cost), and 1.0 when no worker processed anything (loads then count records).
 
+Why a second pricing, ``records`` (every record costs 1.0: loads count records): the measured cost
+is only as good as ``busy_ms`` is proportional to records. When a step's time is mostly per-step
+work (loading and writing state, emitting, a chunk installed, a pause of the host), as with a cheap
+processor and micro-batches of a few hundred records per worker, busy time does not follow the
+records at all. Measured on the reduce e2e deployment (2 shared cores, 2,000 records/s, 8
+workers): in one 5 s interval the worker given 2,544 records was busy 47 ms, one given 1,218 was busy
+134 ms, and a single step installing a chunk took 583 ms, so the "imbalance" the loop saw ranged
+from 1.5 to 5 while the records were within 1.3. Balancing that is chasing noise; counting records
+is then the measure of load that a plan can actually change.
+
 :func:`key_state_bytes` folds the same interval's ``heavy_state`` into per-key state sizes, which is
 what a migration of the key moves (pacing's byte budget) and what planning calls its memory.
 """
@@ -79,16 +89,40 @@ def cost_per_record(worker_stats: Iterable[WorkerStats], workers: int) -> np.nda
     return np.where(records > 0, own, pooled)
 
 
-def routed(router_stats: Iterable[RouterKeyStats], workers: int) -> tuple[np.ndarray, Counter[bytes]]:
-    """Records routed to each worker, and the heavy hitters' counts, summed over the routers."""
+def router_weights(spans: Sequence[tuple[str, int]], interval_ms: float) -> list[float]:
+    """Per router report, given as (router, the report's span in ms): ``interval_ms`` over the
+    total span of that router's reports in the interval.
+
+    Why: the routers publish on their own clocks (``--stats-interval-s``), so one controller
+    interval holds a whole number of reports per router, not the same share of each router's
+    time. With reports every 2 s and a 3 s interval, one router counts twice while another counts
+    once, and the keys of the first look twice as heavy (in tests/e2e/test_controller.py a plan
+    made on such a view moved 142 keys for a predicted max/mean of 1.43, where the same
+    deployment's plans otherwise moved 7 keys for 1.07). Weighted, every router contributes its
+    records per ``interval_ms``, whatever the number of its reports."""
+    total: dict[str, int] = {}
+    for source, span in spans:
+        total[source] = total.get(source, 0) + max(0, int(span))
+    return [interval_ms / total[source] if total[source] > 0 else 1.0 for source, _ in spans]
+
+
+def routed(
+    router_stats: Iterable[RouterKeyStats], workers: int, weights: Sequence[float] | None = None
+) -> tuple[np.ndarray, Counter[bytes]]:
+    """Records routed to each worker, and the heavy hitters' counts, summed over the routers'
+    reports, each report's counts times its weight (:func:`router_weights`; None: 1 each)."""
     per_worker = np.zeros(workers)
     heavy: Counter[bytes] = Counter()
-    for rs in router_stats:
+    for i, rs in enumerate(router_stats):
+        weight = 1.0 if weights is None else float(weights[i])
         counts = np.asarray(rs.worker_records[:workers], dtype=np.float64)
-        per_worker[: len(counts)] += counts
+        per_worker[: len(counts)] += counts * weight
         for hh in rs.heavy_hitters:
-            heavy[hh.key.encode("utf-8")] += int(hh.count)
+            heavy[hh.key.encode("utf-8")] += int(hh.count) * weight
     return per_worker, heavy
+
+
+PRICINGS = ("measured", "records")
 
 
 def fold_interval(
@@ -96,10 +130,16 @@ def fold_interval(
     worker_stats: Iterable[WorkerStats],
     route: Callable[[bytes], int],
     workers: int,
+    pricing: str = "measured",
+    weights: Sequence[float] | None = None,
 ) -> IntervalLoad:
-    """The load of one interval: ``route`` is the routing in force (e.g. ``RoutingTable.route``)."""
-    per_worker, heavy = routed(router_stats, workers)
-    cost = cost_per_record(worker_stats, workers)
+    """The load of one interval: ``route`` is the routing in force (e.g. ``RoutingTable.route``);
+    ``pricing``: records at each worker's measured cost, or ``"records"``, every record at 1.0;
+    ``weights``: one per router report (:func:`router_weights`)."""
+    if pricing not in PRICINGS:
+        raise ValueError(f"pricing must be one of {PRICINGS}, got {pricing!r}")
+    per_worker, heavy = routed(router_stats, workers, weights)
+    cost = cost_per_record(worker_stats if pricing == "measured" else (), workers)
     keys = tuple(heavy)
     key_records = np.array([heavy[k] for k in keys], dtype=np.float64)
     key_worker = np.array([route(k) for k in keys], dtype=np.int64)

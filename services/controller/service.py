@@ -45,7 +45,7 @@ from ballast.planner.forecast import LoadForecaster
 from ballast.planner.trigger import TriggerSettings, TriggerState, observe
 from ballast.routing.murmur2 import kafka_partition
 from services.controller.config import ControllerSettings
-from services.controller.interval_load import IntervalLoad, fold_interval, key_state_bytes
+from services.controller.interval_load import IntervalLoad, fold_interval, key_state_bytes, router_weights
 from services.controller.pacing import KeyMove, Marker, Migration, PacingSettings, SendStep, StepTimedOut
 from services.controller.planning import RoundResult, plan_interval
 from services.controller.prometheus import ControllerGauges
@@ -152,7 +152,7 @@ class Controller:
         self.migration: Migration | None = None
         self.link: ControlLink | None = None
         self.sequencer: Sequencer | None = None
-        self._router_stats: list[RouterKeyStats] = []
+        self._router_stats: list[tuple[str, int, RouterKeyStats]] = []  # (router, span ms, report)
         self._worker_stats: list[WorkerStats] = []
         self._installs: list[tuple[str, int]] = []
         self._status = make_producer(kafka.with_client_id(f"{self.id}-status"))
@@ -274,6 +274,11 @@ class Controller:
                 answer = self._rebalance_request(decoded)
             else:
                 answer = self.sequencer.answer(decoded, now)
+            if self._pending_events:
+                # a REBALANCE started a migration: its events hold the epochs just numbered, so
+                # they go before any later request's event and any snapshot, in this transaction
+                self.link.append(self._pending_events)
+                self._pending_events = []
             if answer.event is not None:
                 self.link.append([answer.event])
             if answer.accepted and not answer.duplicate:
@@ -298,7 +303,7 @@ class Controller:
         for metric in self._reader.poll(0.0):
             body = metric.body
             if isinstance(body, RouterKeyStats):
-                self._router_stats.append(body)
+                self._router_stats.append((metric.source, metric.interval_end - metric.interval_start, body))
             elif isinstance(body, WorkerStats):
                 self._worker_stats.append(body)
                 self._installs.extend((c.key, c.epoch) for c in body.chunks_installed)
@@ -374,10 +379,13 @@ class Controller:
     # --- intervals and plans ------------------------------------------------------------------------
 
     def _end_interval(self) -> None:
-        routers, workers = self._router_stats, self._worker_stats
+        reports, workers = self._router_stats, self._worker_stats
         self._router_stats, self._worker_stats = [], []
         n = self.state.num_workers
-        load = fold_interval(routers, workers, self.state.table.route, n)
+        routers = [body for _, _, body in reports]
+        spans = [(source, span) for source, span, _ in reports]
+        weights = router_weights(spans, self.settings.interval_s * 1000)
+        load = fold_interval(routers, workers, self.state.table.route, n, self.settings.pricing, weights)
         if not routers:
             return
         self._last = (load, workers)
@@ -386,9 +394,9 @@ class Controller:
         self.forecaster.observe(load.keys, load.key_load)
         if not self.settings.rebalance:
             return
-        decision = observe(self.trigger_state, load.imbalance, self.trigger)
+        decision = observe(self.trigger_state, load.imbalance, self.trigger, busy=self.migration is not None)
         self.trigger_state = decision.state
-        if decision.rebalance and self.migration is None:
+        if decision.rebalance:
             result = self._plan(load, workers)
             self._start_migration(result, load, workers, decision.reason)
 

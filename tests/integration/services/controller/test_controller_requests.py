@@ -5,11 +5,13 @@ once, in one gap-free order, every router applied them in that order (their mark
 gets its first answer. Acceptance 2: a second controller fences the first; ``control send`` with no
 controller says so within its time-out. Acceptance 7: malformed, oversized and conflicting
 requests, at least ten kinds, are each refused with a reason, the controller keeps running and the
-log is unchanged.
+log is unchanged. And a migration asked for with REBALANCE, answered in one batch with another
+request, keeps the log in epoch order.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -22,8 +24,11 @@ from ballast.control.log import ControlLogReader
 from ballast.control.requests import ControlClient
 from ballast.control.state import initial_state
 from ballast.harness.pipeline import Pipeline
+from ballast.kafka.clients import make_producer
 from ballast.kafka.reading import read_topic
 from ballast.kafka.topics import TopicLayout
+from ballast.routing.murmur2 import kafka_partition
+from ballast.waiting import wait_until
 
 WORKERS = 4
 
@@ -179,4 +184,48 @@ def test_bad_requests_are_refused_with_reasons_and_change_nothing(deployment):
     assert {reason: got[rid].reason for reason, rid in ids.items()} == {r: r for r in cases}
     assert not any(got[rid].accepted for rid in ids.values())
     assert folded(pipe)[1].epoch == before  # the log is unchanged
+    assert pipe.running("controller-c1")
+
+
+def test_a_migration_asked_for_and_a_request_in_one_batch_keep_the_log_in_epoch_order(deployment):
+    """REBALANCE ``{"dry_run": false}`` starts a migration: its START and first step are the
+    controller's own events, numbered when the request is answered. A request answered after it in
+    the same batch takes the next epochs, so the migration's events must be written before it, in
+    the same transaction: written after it, the log had a gap at that request's epoch and every
+    reader refused it."""
+    pipe = deployment
+    pipe.start(pipe.controller("c1", rebalance=False, interval_s=1, pricing="records", forecast=False))
+    pipe.start(pipe.router("r1", commit_interval_ms=100, stats_interval_s=1, log_level="warning"))
+    hot = [k for k in (f"hot-{i}" for i in range(200)) if kafka_partition(k.encode(), WORKERS) == 0][:3]
+    keys = [hot[i % 3] if i % 2 else f"cold-{i % 500}" for i in range(60_000)]
+    start = 1_767_225_600_000
+    events = [{"key": k, "value": 1.0, "payload": b"", "event_time": start + i} for i, k in enumerate(keys)]
+    client = ControlClient(pipe.kafka, pipe.layout, "batch")
+    try:
+        feeder = threading.Thread(target=pipe.produce, args=(events, 10_000), daemon=True)
+        feeder.start()
+
+        def planned() -> bool:
+            answer = client.request("REBALANCE", {"dry_run": True}, timeout=30)
+            return answer.accepted and bool(json.loads(answer.detail)["assign"])
+
+        wait_until(planned, 60, "a plan that moves keys", 0.5)
+        # both requests in one producer batch: the controller consumes them in one poll
+        producer = make_producer(pipe.kafka)
+        rebalance = client.encode("REBALANCE", {"dry_run": False}, "both-1")
+        update = client.encode("ROUTING_UPDATE", {"assign": {"elsewhere": 1}, "reason": ""}, "both-2")
+        producer.produce(pipe.layout.name("requests"), value=rebalance, key=b"both-1")
+        producer.produce(pipe.layout.name("requests"), value=update, key=b"both-2")
+        producer.flush(30)
+        got = client.wait(["both-1", "both-2"], 60)
+        feeder.join(120)
+    finally:
+        client.close()
+    assert got["both-1"].accepted and got["both-2"].accepted
+    events_, _ = folded(pipe)  # the fold refuses a gap
+    epochs = [e["epoch"] for e in events_]
+    assert epochs == list(range(len(epochs)))
+    kinds = [(e["type"], e.get("request_id", "")) for e in events_]
+    start = kinds.index(("MIGRATION_STEP", ""))
+    assert kinds.index(("ROUTING_UPDATE", "both-2")) > start
     assert pipe.running("controller-c1")

@@ -113,3 +113,19 @@ def test_reason_says_why():
 def test_settings_are_checked(kwargs):
     with pytest.raises(ValueError):
         TriggerSettings(**kwargs)
+
+
+def test_a_busy_caller_holds_the_trigger_instead_of_spending_it():
+    """While a migration is in flight the controller cannot act: the trigger must not reset as if it
+    had rebalanced (that cost K more intervals, and the gap, after the migration ended)."""
+    s = TriggerSettings(theta=0.15, consecutive=2, min_gap=3)
+    state = TriggerState()
+    decisions = []
+    for t in range(6):
+        d = observe(state, 2.0, s, busy=t < 3)  # a migration in flight through interval 2
+        state = d.state
+        decisions.append(d.rebalance)
+    assert decisions == [False, False, False, True, False, False]  # fires at the first free interval
+    held = observe(TriggerState(1, None), 2.0, s, busy=True)
+    assert not held.rebalance and held.state == TriggerState(2, None) and "in flight" in held.reason
+    assert not observe(TriggerState(), 1.1, s, busy=True).rebalance  # below: nothing to hold

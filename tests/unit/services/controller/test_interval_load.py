@@ -8,7 +8,7 @@ import pytest
 from ballast.metrics.records import RouterKeyStats, WorkerStats
 from ballast.routing.murmur2 import kafka_partition
 from ballast.routing.table import RoutingTable
-from services.controller.interval_load import cost_per_record, fold_interval, key_state_bytes
+from services.controller.interval_load import cost_per_record, fold_interval, key_state_bytes, router_weights
 
 pytestmark = pytest.mark.unit
 
@@ -107,3 +107,35 @@ def test_key_state_bytes_latest_report_of_the_keys_worker_then_elsewhere_then_av
     # m on worker 1 (it moved): worker 1's own 80; a on worker 1 (not reported there yet): 350 from
     # worker 0, where its state still is
     assert key_state_bytes(stats, [b"m", b"a"], np.array([1, 1]), 2).tolist() == [80.0, 350.0]
+
+
+def test_records_pricing_counts_records_whatever_the_steps_cost():
+    """Busy time that does not follow the records (per-step work, a pause) prices nothing."""
+    routers = [router([800, 400], {"a": 500})]
+    workers = [worker(0, 800, 40.0), worker(1, 400, 130.0)]
+    measured = fold_interval(routers, workers, lambda k: 0, 2)
+    assert measured.imbalance == pytest.approx(130.0 / 85.0)  # the slow-looking worker 1 is the max
+    load = fold_interval(routers, workers, lambda k: 0, 2, "records")
+    assert load.worker_load.tolist() == [800.0, 400.0] and load.key_load.tolist() == [500.0]
+    assert load.imbalance == pytest.approx(800.0 / 600.0)
+    assert load.remainder.tolist() == [300.0, 400.0]
+    with pytest.raises(ValueError):
+        fold_interval(routers, workers, lambda k: 0, 2, "bytes")
+
+
+def test_each_router_counts_per_interval_whatever_the_number_of_its_reports():
+    """Two routers at the same rate, 100 records/s each (r1 to worker 0, r2 to worker 1), reporting
+    every 2 s; a 3 s interval holds two reports of r1 and one of r2. Unweighted, worker 0 and r1's
+    key look twice as heavy; weighted, each router counts its records per 3 s."""
+    reports = [router([200, 0], {"a": 120}), router([200, 0], {"a": 120}), router([0, 200], {"b": 120})]
+    spans = [("router/r1", 2000), ("router/r1", 2000), ("router/r2", 2000)]
+    weights = router_weights(spans, 3000)
+    assert weights == [0.75, 0.75, 1.5]
+    route = {b"a": 0, b"b": 1}.__getitem__
+    unweighted = fold_interval(reports, [], route, 2, "records")
+    assert unweighted.worker_records.tolist() == [400.0, 200.0]
+    assert unweighted.imbalance == pytest.approx(4 / 3)
+    load = fold_interval(reports, [], route, 2, "records", weights)
+    assert load.worker_records.tolist() == [300.0, 300.0] and load.imbalance == 1.0
+    assert dict(zip(load.keys, load.key_records.tolist(), strict=True)) == {b"a": 180.0, b"b": 180.0}
+    assert router_weights([("r1", 1500), ("r2", 0)], 3000) == [2.0, 1.0]  # no span known: as reported
