@@ -12,13 +12,13 @@ The setup, per mode (:mod:`bench.migration.run`):
   (:class:`ballast.harness.pipeline.Pipeline`): ``ballast router run``, ``ballast controller run
   --pacing <mode> --step-keys 8 --no-rebalance --no-forecast``, ``ballast reduce run --processor
   aggregate:size=10s --local-cores 8`` (8 workers, Spark ``local[8]``);
-* the input (:mod:`bench.migration.stream`): Zipf(1.0) over 10,000 keys, 2,000 events/s, event
+* the input (:mod:`bench.migration.stream`): Zipf(1.0) over 10,000 keys, 1,000 events/s, event
   time advancing about as fast as the wall clock, the same sequence in every run;
-* a table left by an earlier hot set (``--stale-pins`` keys, 40) asked for as one routing update
+* a table left by an earlier hot set (``--stale-pins`` keys, 22) asked for as one routing update
   before any input: the stale keys build their state at their pinned workers from the start;
 * ``steady_s`` of input, then a ``REBALANCE`` request: the controller plans from its last
   interval; its plan hands the stale keys back to their hash homes and pins the current hot keys,
-  a migration of some 45 keys with state, paced by the mode; ``tail_s`` more input after DONE;
+  a migration of some 30 keys with state, paced by the mode; ``tail_s`` more input after DONE;
 * then a flush event closes every window and the results are checked.
 
 Figures (:mod:`bench.migration.figures`), from the job's ``ReduceProgress`` (Spark's

@@ -115,6 +115,8 @@ def mode_figures(
         "keys": story["keys"],
         "steps": len(story["steps"]),
         "epochs": [min(epochs), max(epochs)] if epochs else [],
+        # every epoch of the log the migration took: START, its steps, STATE_SENT markers, DONE
+        "log_epochs": story["end_epoch"] - story["start_epoch"] + 1 if story["end_epoch"] else None,
         "state_bytes_moved": moved["bytes"],
         "keys_installed": moved["keys"],
         "pending_keys_max": max((r["pending_keys"] for r in during), default=0),

@@ -24,13 +24,13 @@ class Params:
     modes: str = ",".join(MODES)  # which pacing modes run, in this order
     keys: int = 10_000
     z: float = 1.0
-    rate: int = 2_000  # input events per second, produced at a steady pace
-    per_ms: int = 2  # events per ms of event time (rate / per_ms = event-time ms per wall second)
-    stale_pins: int = 40  # keys the table pins for an earlier hot set (handed back by the rebalance)
+    rate: int = 1_000  # input events per second, produced at a steady pace
+    per_ms: int = 1  # events per ms of event time (rate / per_ms = event-time ms per wall second)
+    stale_pins: int = 22  # keys the table pins for an earlier hot set (handed back by the rebalance)
     step_keys: int = 8  # B of the batched mode
-    steady_s: float = 60.0  # input before the rebalance request (the steady state it is measured against)
+    steady_s: float = 50.0  # input before the rebalance request (the steady state it is measured against)
     settle_s: float = 15.0  # the first seconds of input are not steady state (first batches, JIT)
-    tail_s: float = 20.0  # input after the migration's DONE (the state it leaves)
+    tail_s: float = 15.0  # input after the migration's DONE (the state it leaves)
     max_input_s: float = 600.0  # input generated for at most this long (the longest run's bound)
     processor: str = "aggregate:size=10s"
     window_ms: int = 10_000
@@ -46,7 +46,7 @@ class Params:
 
 
 QUICK = {
-    "stale_pins": 16,
+    "stale_pins": 8,
     "steady_s": 30.0,
     "settle_s": 10.0,
     "tail_s": 10.0,
