@@ -8,6 +8,9 @@ Definitions (pure functions of the batches, the workers' statistics and the log'
   ``peak_ms`` is the longest of them, ``peak_over_steady`` its ratio to the steady p50.
 * **after**: the batches that started after DONE and ended before the input stopped.
 * **migration time**: START to DONE (or ABORT), the two events' times of issue in the log.
+* **CPU per batch**: the CPU seconds the job's own processes (driver, JVM, Python workers) spent
+  while the batch ran (``cpu_s``, sampled from ``/proc`` by :class:`bench.reduce.cpu.CpuSampler`):
+  on a shared machine a batch's duration also measures everyone else's load, its CPU much less.
 * **state moved**: the bytes of the state chunks the new owners installed for the migration's
   moves (key and step epoch; a chunk installed twice counts once), from ``WorkerStats``.
 
@@ -29,7 +32,7 @@ def batch_rows(progress: list[dict[str, Any]], samples: list[dict[str, Any]]) ->
     zero = dict.fromkeys(
         ("records", "pending_keys", "held_records", "chunks_sent", "chunks_installed", "installed_bytes"), 0
     )
-    rows = [{**p, **zero} for p in sorted(progress, key=lambda p: p["start_ms"])]
+    rows = [{**p, **zero, "busy_ms": 0.0} for p in sorted(progress, key=lambda p: p["start_ms"])]
     starts = [r["start_ms"] for r in rows]
     for s in samples:
         i = _last_before(starts, s["at_ms"])
@@ -37,6 +40,7 @@ def batch_rows(progress: list[dict[str, Any]], samples: list[dict[str, Any]]) ->
             continue
         r = rows[i]
         r["records"] += s["records"]
+        r["busy_ms"] = round(r["busy_ms"] + s.get("busy_ms", 0.0), 1)
         r["pending_keys"] += s["pending_keys"]
         r["held_records"] += s["held_records"]
         r["chunks_sent"] += len(s["chunks_sent"])
@@ -96,6 +100,7 @@ def mode_figures(
     d_during = [r["duration_ms"] for r in during]
     d_after = [r["duration_ms"] for r in after]
     p50 = _ms(d_steady, 50)
+    cpu = _cpu_figures(steady, during, after)
     peak = max(d_during) if d_during else None
     moved = state_moved(story, samples)
     epochs = [s["epoch"] for s in story["steps"]]
@@ -120,4 +125,24 @@ def mode_figures(
         "state_bytes_moved": moved["bytes"],
         "keys_installed": moved["keys"],
         "pending_keys_max": max((r["pending_keys"] for r in during), default=0),
+        **cpu,
+    }
+
+
+def _cpu_figures(steady: list[dict], during: list[dict], after: list[dict]) -> dict[str, Any]:
+    """CPU seconds per batch of the job's own processes (``cpu_s``, when sampled): steady p50, during
+    p50 and max, after p50. Less sensitive than a batch's duration to the other work on the machine."""
+
+    def cpu(rows: list[dict]) -> list[float]:
+        return [r["cpu_s"] for r in rows if r.get("cpu_s") is not None]
+
+    s, d, a = cpu(steady), cpu(during), cpu(after)
+    p50 = float(statistics.median(s)) if s else None
+    peak = max(d) if d else None
+    return {
+        "cpu_steady_p50_s": round(p50, 2) if p50 is not None else None,
+        "cpu_during_p50_s": round(float(statistics.median(d)), 2) if d else None,
+        "cpu_during_max_s": round(peak, 2) if peak is not None else None,
+        "cpu_after_p50_s": round(float(statistics.median(a)), 2) if a else None,
+        "cpu_during_over_steady": round(float(statistics.median(d)) / p50, 3) if d and p50 else None,
     }

@@ -108,7 +108,7 @@ def print_summary(report: dict[str, Any]) -> None:
     print(f"migration benchmark: {report['elapsed_s']} s, {report['stale_pins']} stale pins, "
           f"rate {report['params']['rate']}/s, trigger {report['params']['trigger']}")  # fmt: skip
     head = f"{'mode':<12} {'keys':>4} {'steps':>5} {'time s':>7} {'steady p50':>10} {'peak':>6} {'x':>5} "
-    print(head + f"{'after p50':>9} {'bytes':>8}  windows")
+    print(head + f"{'after p50':>9} {'bytes':>8} {'cpu steady':>10} {'cpu during':>10}  windows")
     for mode, r in report["modes"].items():
         if "error" in r:
             print(f"{mode:<12} failed: {r['error']}")
@@ -118,5 +118,7 @@ def print_summary(report: dict[str, Any]) -> None:
         print(
             f"{mode:<12} {f['keys']:>4} {f['steps']:>5} {f['migration_s']:>7.1f} {s(f['steady_p50_ms']):>10} "
             f"{s(f['peak_ms']):>6} {f['peak_over_steady'] or '-':>5} {s(f['after_p50_ms']):>9} "
-            f"{f['state_bytes_moved']:>8,}  {ok} ({r['check']['windows']:,})"
+            f"{f['state_bytes_moved']:>8,} {f['cpu_steady_p50_s'] or '-':>10} "
+            f"{f['cpu_during_p50_s'] or '-':>10}  "
+            f"{ok} ({r['check']['windows']:,})"
         )

@@ -40,6 +40,10 @@ def plot(report: dict[str, Any], path: Path) -> None:
             edgecolor=color,
             linewidth=0.4,
         )
+        cpu = [b for b in rows if b.get("cpu_s") is not None]
+        if cpu:  # the job's own CPU seconds in each batch (a shared machine's load shows less there)
+            mids = [(b["start_ms"] + b["duration_ms"] / 2 - t0) / 1000 for b in cpu]
+            ax.plot(mids, [b["cpu_s"] for b in cpu], ".", color="k", ms=3)
         end = (story["end_ms"] - t0) / 1000 if story["end_ms"] else None
         ax.axvline(0, color="k", lw=1)
         ax.text(0, 1.0, " START", transform=ax.get_xaxis_transform(), va="top", fontsize=8)
@@ -54,7 +58,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
                     transform=ax.get_xaxis_transform())  # fmt: skip
         if f["steady_p50_ms"]:
             ax.axhline(f["steady_p50_ms"] / 1000, color="k", lw=0.8, ls=":")
-        ax.set_ylabel("batch s")
+        ax.set_ylabel("s")
         peak = f"{f['peak_ms'] / 1000:.1f} s" if f["peak_ms"] is not None else "-"
         ax.set_title(
             f"{r['mode']}: {f['keys']} keys in {f['steps']} steps, {f['migration_s']:.1f} s START→DONE; "
@@ -62,7 +66,10 @@ def plot(report: dict[str, Any], path: Path) -> None:
             f"({f['peak_over_steady']}x); {f['state_bytes_moved']:,} state bytes",
             fontsize=9,
         )
-    axs[-1, 0].set_xlabel("seconds since the migration's START (ticks: steps sent; dotted: steady-state p50)")
+    axs[-1, 0].set_xlabel(
+        "seconds since the migration's START (bars: batches, their duration; dots: the job's CPU seconds in "
+        "each; ticks: steps sent; dotted: steady-state p50)"
+    )
     p = report["params"]
     fig.suptitle(
         f"Paced migration on the Spark reduce ({report['spark_master']}, {p['processor']}, "

@@ -29,6 +29,7 @@ from typing import Any
 from ballast.control.log import ControlLogReader
 from ballast.control.requests import ControlClient
 from ballast.control.state import initial_state
+from ballast.devstack.services import service_dir
 from ballast.harness.pipeline import Pipeline
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout
@@ -40,6 +41,7 @@ from bench.migration.story import migration_story
 from bench.migration.stream import Feeder
 from bench.reduce.backlog import Events, reference
 from bench.reduce.check import closed_reference, compare, equal
+from bench.reduce.cpu import CpuSampler
 from bench.reduce.runs import read_results
 from bench.reduce.soak import delay_ms
 
@@ -66,6 +68,7 @@ def worker_samples(pipe: Pipeline, job: str) -> list[dict[str, Any]]:
             "at_ms": m.interval_end,
             "worker": s.worker,
             "records": s.records,
+            "busy_ms": s.busy_ms,
             "pending_keys": s.pending_keys,
             "held_records": s.held_records,
             "state_bytes": s.state_bytes,
@@ -94,6 +97,8 @@ class ModeRun:
         self.log_reader: ControlLogReader | None = None
         self.feeder: Feeder | None = None
         self.events: list[dict[str, Any]] = []
+        # the job's processes: the driver's command line names its service folder, the rest descend
+        self.cpu = CpuSampler(str(service_dir(self.pipe.state, self.pipe.reduce_name(self.job))))
 
     def _start(self, command: Any, wait: bool = True) -> None:
         self.pipe.start(command, wait=wait)
@@ -141,6 +146,7 @@ class ModeRun:
             self.kafka, self.layout.name("control"), initial_state(WORKERS), start_offset=0
         )
         self.events = self.log_reader.read_to_end()
+        self.cpu.start()
         self._start(
             self.pipe.reduce(
                 self.job,
@@ -174,6 +180,8 @@ class ModeRun:
         self.events.extend(self.log_reader.poll(0.0))
 
     def close(self) -> None:
+        if self.cpu.is_alive():
+            self.cpu.stop()
         if self.feeder is not None and self.feeder.is_alive():
             self.feeder.stop()
         for c in (self.client, self.log_reader):
@@ -234,7 +242,7 @@ def _drive(r: ModeRun, params: Params, events: Events, pins_epoch: int, began: f
             break
         if now - last_line >= STATUS_S:
             last_line = now
-            pipe.metrics().poll(0.0)
+            pipe.metrics().poll(0.2)
             batches = progress_rows(pipe, r.job)
             last = batches[-1]["duration_ms"] / 1000 if batches else float("nan")
             log(f"{mode}: {phase}, {r.feeder.produced:,} events in, {len(batches)} batches "
@@ -253,6 +261,7 @@ def _drive(r: ModeRun, params: Params, events: Events, pins_epoch: int, began: f
     _wait_closed(r, closing)
     log(f"{mode}: every window closed; stopping ({time.monotonic() - began:.0f} s)")
     pipe.stop(pipe.reduce_name(r.job), timeout=120)
+    r.cpu.stop()
     pipe.metrics().read_to_end(120)
     r.events.extend(r.log_reader.read_to_end() if r.log_reader is not None else [])
     story = migration_story(r.events, pins_epoch)
@@ -260,6 +269,8 @@ def _drive(r: ModeRun, params: Params, events: Events, pins_epoch: int, began: f
     progress = progress_rows(pipe, r.job)
     samples = worker_samples(pipe, r.job)
     rows = batch_rows(progress, samples)
+    for b in rows:
+        b["cpu_s"] = round(sum(r.cpu.between(b["start_ms"], b["start_ms"] + b["duration_ms"]).values()), 2)
     figures = mode_figures(rows, story, samples, feed_start_ms, feed_end_ms, params.settle_s)
     check = _check(r, events, produced, window)
     log(f"{mode}: {_figure_line(figures)}; windows {'exact' if check['exact'] else check}")
@@ -334,5 +345,7 @@ def _figure_line(f: dict[str, Any]) -> str:
 
     return (
         f"steady p50 {s(f['steady_p50_ms'])}, peak during {s(f['peak_ms'])} ({f['peak_over_steady']}x), "
-        f"{f['steps']} steps in {f['migration_s']} s, {f['state_bytes_moved']:,} state bytes"
+        f"{f['steps']} steps in {f['migration_s']} s, {f['state_bytes_moved']:,} state bytes; job CPU per "
+        f"batch p50 {f['cpu_steady_p50_s']} s steady, {f['cpu_during_p50_s']} s during "
+        f"(max {f['cpu_during_max_s']})"
     )

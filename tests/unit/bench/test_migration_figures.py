@@ -91,7 +91,7 @@ def test_figures_split_the_batches_at_start_and_done():
     assert f["steady_batches"] == 3 and f["steady_p50_ms"] == 1_000
     assert f["during_batches"] == 3 and f["peak_ms"] == 4_000 and f["peak_over_steady"] == 4.0
     assert f["after_batches"] == 2 and f["after_p50_ms"] == 750
-    assert f["migration_s"] == 7.5 and f["steps"] == 2 and f["epochs"] == [3, 5]
+    assert f["migration_s"] == 7.5 and f["steps"] == 2 and f["epochs"] == [3, 5] and f["log_epochs"] == 6
     assert f["state_bytes_moved"] == 160 and f["pending_keys_max"] == 2
 
 
@@ -99,3 +99,17 @@ def test_the_stale_table_pins_away_from_the_hash_home_and_is_the_same_every_time
     pins = stale_pins(10_000, 1.0, 11, 40, 8)
     assert len(pins) == 40 and pins == stale_pins(10_000, 1.0, 11, 40, 8)
     assert all(w != kafka_partition(k.encode(), 8) and 0 <= w < 8 for k, w in pins.items())
+
+
+def test_cpu_per_batch_is_compared_like_the_durations():
+    s = migration_story(LOG, after_epoch=1)
+    batches = [(3_000, 1_000, 2.0), (5_000, 1_000, 4.0), (7_000, 1_000, 3.0), (11_000, 2_000, 9.0),
+               (14_000, 1_000, 6.0), (18_000, 1_000, 2.5)]  # fmt: skip
+    progress = [
+        {"id": i, "start_ms": a, "duration_ms": d, "rows": 1, "cpu_s": c}
+        for i, (a, d, c) in enumerate(batches)
+    ]
+    rows = batch_rows(progress, [])
+    f = mode_figures(rows, s, [], feed_start_ms=0, feed_end_ms=25_000, settle_s=2.0)
+    assert (f["cpu_steady_p50_s"], f["cpu_during_p50_s"], f["cpu_during_max_s"]) == (3.0, 7.5, 9.0)
+    assert f["cpu_during_over_steady"] == 2.5 and f["cpu_after_p50_s"] == 2.5
