@@ -281,6 +281,10 @@ class Controller:
                 self._pending_events = []
             if answer.event is not None:
                 self.link.append([answer.event])
+            # a rebalance that started a migration gave its START and first step the next epochs:
+            # they go into this transaction now, before any later request's event takes the epoch
+            # after them (written after the commit, they would follow it: a gap for every reader)
+            self._append_own_events()
             if answer.accepted and not answer.duplicate:
                 self.tallies.accepted += 1
             elif not answer.accepted:
@@ -372,9 +376,15 @@ class Controller:
         if self.sequencer.snapshot_due():
             self._pending_events.append(self.sequencer.snapshot(int(time.time() * 1000)))
         self.link.begin()
-        self.link.append(self._pending_events)
-        self._pending_events = []
+        self._append_own_events()
         self.link.commit()
+
+    def _append_own_events(self) -> None:
+        """The controller's own events so far into the open transaction, in their epochs' order."""
+        assert self.link is not None
+        if self._pending_events:
+            self.link.append(self._pending_events)
+            self._pending_events = []
 
     # --- intervals and plans ------------------------------------------------------------------------
 

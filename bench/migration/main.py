@@ -1,0 +1,124 @@
+"""The run: a broker of its own, one fresh deployment per pacing mode on the same input, the report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ballast.devstack.stack import start_stack, stop_stack
+from ballast.kafka.configuration import KafkaConfig
+from bench.migration import __doc__ as DOC
+from bench.migration.params import MODES, QUICK, ROOT, WORKERS, Params, log
+from bench.migration.plot import plot
+from bench.migration.run import run_mode
+from bench.migration.stream import stale_pins, stream
+from bench.reduce.backlog import default_start_ms
+
+
+def parse(argv: list[str] | None) -> tuple[Params, Path]:
+    ap = argparse.ArgumentParser(prog="python -m bench.migration", description=(DOC or "").splitlines()[0])
+    ap.add_argument(
+        "--quick", action="store_true", help="a smaller smoke run (fewer keys moved, shorter phases)"
+    )
+    for name, default in asdict(Params()).items():
+        ap.add_argument(
+            f"--{name.replace('_', '-')}", type=type(default), default=None, help=f"default {default}"
+        )
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "migration.json"))
+    args = ap.parse_args(argv)
+    values = asdict(Params()) | (QUICK if args.quick else {})
+    values |= {k: v for k, v in vars(args).items() if k in values and v is not None}
+    out = Path(args.out)
+    if args.quick and args.out == ap.get_default("out"):
+        out = out.with_name("migration-quick.json")
+    return Params(**values), out
+
+
+def main(argv: list[str] | None = None) -> int:
+    params, out = parse(argv)
+    modes = [m for m in params.modes.split(",") if m]
+    unknown = set(modes) - set(MODES)
+    if unknown:
+        print(
+            f"bench.migration: unknown modes {sorted(unknown)} (known: {', '.join(MODES)})", file=sys.stderr
+        )
+        return 2
+    # every command the run starts uses this checkout's code, wherever the benchmark was started from
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))
+    started = time.monotonic()
+    n = int(params.rate * params.max_input_s)
+    events = stream(params.keys, params.z, params.seed, params.per_ms, default_start_ms(params.window_ms), n)
+    pins = stale_pins(params.keys, params.z, params.seed, params.stale_pins, WORKERS)
+    workdir = Path(tempfile.mkdtemp(prefix="ballast-bench-migration-"))
+    log(f"starting a broker in {workdir}; modes {modes}; params {asdict(params)}")
+    stack = start_stack(workdir / "stack", brokers=1)
+    results: dict[str, Any] = {}
+    ok = False
+    try:
+        kafka = KafkaConfig.plaintext(stack.bootstrap, "bench-migration")
+        for mode in modes:
+            log(f"--- {mode} ({time.monotonic() - started:.0f} s) ---")
+            try:
+                results[mode] = run_mode(mode, params, kafka, workdir, events, pins)
+            except Exception as exc:  # the other modes still run; the report says what failed
+                log(f"{mode} failed: {exc!r}")
+                results[mode] = {"mode": mode, "error": repr(exc)}
+        ok = all("error" not in r for r in results.values())
+    finally:
+        stop_stack(workdir / "stack", purge=True)
+        if ok:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:  # the services' logs say what went wrong
+            log(f"logs of the services kept in {workdir}/pipeline-*/")
+    report = {
+        "params": asdict(params),
+        "workers": WORKERS,
+        "spark_master": f"local[{WORKERS}]",
+        "stale_pins": len(pins),
+        "elapsed_s": round(time.monotonic() - started),
+        "modes": results,
+        "notes": {
+            "steady": "batches that started settle_s or more after the input began and ended before START",
+            "during": "batches that overlap [START, DONE] (log times of issue)",
+            "state_bytes_moved": "bytes of the state chunks installed for the migration's (key, step epoch)",
+            "duration": "Spark's triggerExecution of each micro-batch (the job's ReduceProgress)",
+        },
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    plot(report, out.with_suffix(".png"))
+    log(f"wrote {out} and {out.with_suffix('.png')}")
+    print_summary(report)
+    return 0 if ok and all(r["check"]["exact"] for r in results.values()) else 1
+
+
+def print_summary(report: dict[str, Any]) -> None:
+    def s(ms: float | None) -> str:
+        return "-" if ms is None else f"{ms / 1000:.2f}"
+
+    print()
+    print(f"migration benchmark: {report['elapsed_s']} s, {report['stale_pins']} stale pins, "
+          f"rate {report['params']['rate']}/s, trigger {report['params']['trigger']}")  # fmt: skip
+    head = f"{'mode':<12} {'keys':>4} {'steps':>5} {'time s':>7} {'steady p50':>10} {'peak':>6} {'x':>5} "
+    print(head + f"{'after p50':>9} {'bytes':>8} {'cpu steady':>10} {'cpu during':>10}  windows")
+    for mode, r in report["modes"].items():
+        if "error" in r:
+            print(f"{mode:<12} failed: {r['error']}")
+            continue
+        f = r["figures"]
+        ok = "exact" if r["check"]["exact"] else "WRONG"
+        print(
+            f"{mode:<12} {f['keys']:>4} {f['steps']:>5} {f['migration_s']:>7.1f} {s(f['steady_p50_ms']):>10} "
+            f"{s(f['peak_ms']):>6} {f['peak_over_steady'] or '-':>5} {s(f['after_p50_ms']):>9} "
+            f"{f['state_bytes_moved']:>8,} {f['cpu_steady_p50_s'] or '-':>10} "
+            f"{f['cpu_during_p50_s'] or '-':>10}  "
+            f"{ok} ({r['check']['windows']:,})"
+        )
