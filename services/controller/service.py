@@ -274,17 +274,12 @@ class Controller:
                 answer = self._rebalance_request(decoded)
             else:
                 answer = self.sequencer.answer(decoded, now)
-            if self._pending_events:
-                # a REBALANCE started a migration: its events hold the epochs just numbered, so
-                # they go before any later request's event and any snapshot, in this transaction
-                self.link.append(self._pending_events)
-                self._pending_events = []
+            # a REBALANCE that started a migration gave its START and first step the epochs just
+            # numbered: they go into this transaction now, before any later request's event or a
+            # snapshot takes the epoch after them (written after the commit: a gap for every reader)
+            self._append_own_events()
             if answer.event is not None:
                 self.link.append([answer.event])
-            # a rebalance that started a migration gave its START and first step the next epochs:
-            # they go into this transaction now, before any later request's event takes the epoch
-            # after them (written after the commit, they would follow it: a gap for every reader)
-            self._append_own_events()
             if answer.accepted and not answer.duplicate:
                 self.tallies.accepted += 1
             elif not answer.accepted:
