@@ -57,6 +57,15 @@ class RouterSettings(Settings):
         minimum=1,
     )
     commit_interval_ms: int = setting(500, "transaction / offset-commit interval")
+    epoch_settle_ms: int = setting(
+        150,
+        "after an epoch change, transactions last at most --epoch-settle-commit-ms for this long, so "
+        "the markers of routers that notice the epoch later are not held behind this router's open "
+        "transaction for a whole commit interval (docs/router.md, control latency); 0: off",
+    )
+    epoch_settle_commit_ms: int = setting(
+        20, "the longest transaction during --epoch-settle-ms after an epoch change", minimum=1
+    )
     commit_when_idle: bool = setting(
         False,
         "also commit as soon as a poll finds no input: under light load records wait for no timer "
@@ -129,6 +138,8 @@ class RouterSettings(Settings):
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.epoch_settle_ms < 0:
+            raise ValueError(f"epoch_settle_ms must be >= 0, got {self.epoch_settle_ms}")
         if self.max_record_bytes < 0:
             raise ValueError(f"max_record_bytes must be >= 0, got {self.max_record_bytes}")
 

@@ -131,6 +131,8 @@ class Router:
         self._rng = random.Random(settings.shed_seed or None)
         # an idle consume() waits poll_timeout_ms in this many slices, reading the control log between
         self._slices = max(1, -(-settings.poll_timeout_ms // settings.control_poll_ms))
+        self._settle_until = 0.0  # monotonic end of the short transactions after an epoch change
+        self._settle_commit_s = settings.epoch_settle_commit_ms / 1000
         self._slice_s = settings.poll_timeout_ms / 1000 / self._slices
         self._apply(self.state, initial=True)
 
@@ -267,7 +269,11 @@ class Router:
         now = time.monotonic()
         if now >= self._next_stats:
             self._publish_stats()
-        if self.checkpoint.due(now) or (not msgs and s.commit_when_idle and self.checkpoint.is_open):
+        if (
+            self.checkpoint.due(now)
+            or self._settling_due(now)
+            or (not msgs and s.commit_when_idle and self.checkpoint.is_open)
+        ):
             self.checkpoint.commit()
         self.producer.poll(0)
 
@@ -325,6 +331,23 @@ class Router:
         if self.checkpoint.assigned:
             self._begin()
             self.checkpoint.commit()
+            self._settle_until = time.monotonic() + self.settings.epoch_settle_ms / 1000
+
+    def _settling_due(self, now: float) -> bool:
+        """Shortly after an epoch change, end the open transaction early.
+
+        Why: a read_committed reader sees nothing past the first record of the oldest open
+        transaction in a partition (its last stable offset). Routers notice an epoch a few
+        milliseconds apart; the first to notice commits its markers and opens a transaction of new
+        records in every routed partition, and the markers a later router writes behind those
+        records stay invisible until that transaction ends: a whole ``commit_interval_ms``
+        (measured: p99 530 ms with 4 routers under load, against 25 ms with one). So for
+        ``epoch_settle_ms`` after a switch, transactions last at most ``epoch_settle_commit_ms``:
+        a few more commits per epoch change, which are rare, and markers behind them wait at most
+        that long.
+        """
+        cp = self.checkpoint
+        return now < self._settle_until and cp.is_open and now - cp.opened >= self._settle_commit_s
 
     def _catch_up(self, epoch: int) -> None:
         """A newly assigned partition was routed under ``epoch`` by its previous owner: read the

@@ -97,3 +97,62 @@ def test_an_idle_router_notices_a_control_event_between_slices_of_its_wait():
     assert timeouts == pytest.approx([0.01] * 10)
     router.stop()
     router.run()
+
+
+def committed_data(router) -> list[int]:
+    """Source offsets of the data records a read_committed reader sees now."""
+    return [b["source_offset"] for br, b in routed(router) if br == "io.ballast.DataRecord"]
+
+
+def test_after_an_epoch_change_transactions_are_short_for_a_while(monkeypatch):
+    """Another router's markers, written after this router's first records of the new epoch, are
+    visible only once this router's transaction ends (the last stable offset). So for
+    ``epoch_settle_ms`` after a switch a transaction lasts at most ``epoch_settle_commit_ms``;
+    after that the commit interval (an hour here) rules again. The loop before this change kept
+    the first transaction of a new epoch open for the whole interval."""
+    clock = [1000.0]
+    monkeypatch.setattr("time.monotonic", lambda: clock[0])
+    router = make_router(
+        exactly_once=True,
+        committed={("in", 0): 0},
+        commit_interval_ms=HOUR_MS,
+        epoch_settle_ms=150,
+        epoch_settle_commit_ms=20,
+    )
+    router.consumer.script = [("assign", [("in", 0)])] + [("batch", [msg(0, i)]) for i in range(6)]
+    router.start()
+    router.step()  # record 0 under epoch 0, transaction open
+    new_epoch(router)
+    router.step()  # the switch commits record 0 and the markers; record 1 opens a transaction
+    assert committed_data(router) == [0]
+    clock[0] += 0.010
+    router.step()  # 10 ms into the new transaction: still open
+    assert committed_data(router) == [0]
+    clock[0] += 0.015
+    router.step()  # 25 ms: ended early
+    assert committed_data(router) == [0, 1, 2, 3]
+    clock[0] += 0.200  # past the settling window: the commit interval rules again
+    router.step()
+    clock[0] += 0.100
+    router.step()
+    assert committed_data(router) == [0, 1, 2, 3]
+    router.stop()
+    router.run()
+
+
+def test_epoch_settling_can_be_switched_off(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr("time.monotonic", lambda: clock[0])
+    router = make_router(
+        exactly_once=True, committed={("in", 0): 0}, commit_interval_ms=HOUR_MS, epoch_settle_ms=0
+    )
+    router.consumer.script = [("assign", [("in", 0)])] + [("batch", [msg(0, i)]) for i in range(3)]
+    router.start()
+    router.step()
+    new_epoch(router)
+    router.step()
+    clock[0] += 0.050
+    router.step()
+    assert committed_data(router) == [0]
+    router.stop()
+    router.run()
