@@ -73,7 +73,11 @@ class RouterSettings(Settings):
     )
     stats_interval_s: float = setting(10.0, "key statistics publish interval (seconds)")
     heavy_hitter_capacity: int = setting(10_000, "sketch counters m (error <= N/(m+1))")
-    heavy_hitters_top: int = setting(100, "heavy hitters published per interval")
+    heavy_hitters_top: int = setting(
+        2000,
+        "heavy hitters published per interval: the keys the planner can place (the routing table's "
+        "reach); a RouterKeyStats record at 2,000 keys of 11 bytes is 29 KB (docs/router.md)",
+    )
     input_format: str = setting("auto", "input record format", choices=FORMATS)
     key_field: str = setting("key", "JSON field holding the routing key")
     value_field: str = setting("value", "JSON field holding the numeric value")
@@ -138,6 +142,11 @@ class RouterSettings(Settings):
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 1 <= self.heavy_hitters_top <= self.heavy_hitter_capacity:
+            raise ValueError(
+                f"heavy_hitters_top must be in 1..heavy_hitter_capacity ({self.heavy_hitter_capacity}), "
+                f"got {self.heavy_hitters_top}"
+            )
         if self.epoch_settle_ms < 0:
             raise ValueError(f"epoch_settle_ms must be >= 0, got {self.epoch_settle_ms}")
         if self.max_record_bytes < 0:

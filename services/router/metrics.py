@@ -98,8 +98,8 @@ class RouterMetrics:
         self,
         router_id: str,
         routed_partitions: int,
-        heavy_hitter_capacity: int = 10_000,
-        heavy_hitters_top: int = 100,
+        heavy_hitter_capacity: int,
+        heavy_hitters_top: int,
         registry: CollectorRegistry | None = None,
     ) -> None:
         self.router_id = router_id

@@ -57,7 +57,7 @@ def _stats(m: RouterMetrics, epoch: int = 1) -> dict:
 
 
 def test_an_aborted_transaction_neither_loses_nor_double_counts():
-    m = RouterMetrics("r", 2)
+    m = RouterMetrics("r", 2, heavy_hitter_capacity=10, heavy_hitters_top=5)
     _offer(m, b"a", 5)
     m.committed(transaction=True)
     _offer(m, b"b", 7)  # in a transaction that aborts: these records are read again
@@ -70,7 +70,7 @@ def test_an_aborted_transaction_neither_loses_nor_double_counts():
 
 
 def test_a_statistics_record_lost_with_its_transaction_is_rendered_again_in_full():
-    m = RouterMetrics("r", 2)
+    m = RouterMetrics("r", 2, heavy_hitter_capacity=10, heavy_hitters_top=5)
     _offer(m, b"a", 5)
     m.committed(transaction=True)
     _offer(m, b"a", 1)
@@ -83,7 +83,7 @@ def test_a_statistics_record_lost_with_its_transaction_is_rendered_again_in_full
 
 
 def test_a_statistics_record_names_the_epochs_it_spans():
-    m = RouterMetrics("r", 2)
+    m = RouterMetrics("r", 2, heavy_hitter_capacity=10, heavy_hitters_top=5)
     _offer(m, b"a", 1, epoch=3)
     m.committed(transaction=False)
     _offer(m, b"a", 1, epoch=5)
@@ -95,7 +95,7 @@ def test_a_statistics_record_names_the_epochs_it_spans():
 
 
 def test_epochs_markers_and_transactions():
-    m = RouterMetrics("r", 2)
+    m = RouterMetrics("r", 2, heavy_hitter_capacity=10, heavy_hitters_top=5)
     m.epoch_applied(ControlState(num_workers=2, max_workers=2), initial=True)
     m.epoch_applied(ControlState(num_workers=1, max_workers=2, epoch=1, table={b"k": 0}))
     m.markers_written(2)
@@ -106,3 +106,23 @@ def test_epochs_markers_and_transactions():
     assert _sample(m, "ballast_router_epoch") == 1 and _sample(m, "ballast_router_num_workers") == 1
     assert _sample(m, "ballast_router_markers_total") == 2
     assert _sample(m, "ballast_router_transaction_aborts_total") == 1
+
+
+def test_the_key_statistics_record_at_the_default_heavy_hitter_count_fits_a_kafka_record():
+    """The planner needs thousands of heavy hitters (its table's reach), so the router publishes
+    2,000 by default. A key can be long: at 200-byte keys the record must still fit the broker's
+    default ``message.max.bytes`` (1 MiB) with room to spare, or the statistics would be refused."""
+    from ballast.avro.codec import AvroCodec
+    from services.router.config import RouterSettings
+
+    defaults = RouterSettings(router_id="r")
+    top = defaults.heavy_hitters_top
+    assert top >= 2000
+    m = RouterMetrics("r", 8, defaults.heavy_hitter_capacity, top)
+    keys = [f"{i:0200d}".encode() for i in range(top) for _ in range(3)]
+    m.batch([len(keys)] + [0] * 7, [0] * 8, keys, len(keys), 0, 0, {}, 0.01, 1)
+    m.committed(True)
+    record = m.stats_record(epoch=1)
+    assert len(record["body"][1]["heavy_hitters"]) == top
+    size = len(AvroCodec("io.ballast.MetricsRecord").encode(record))
+    assert 200 * top < size < 1_048_576 // 2
