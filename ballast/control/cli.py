@@ -16,12 +16,15 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ballast.cli.connection import ConnectionSettings
 from ballast.cli.console import EnvironmentProblem, UsageError, add_command
 from ballast.kafka.topics import LayoutSettings
 from ballast.settings import Settings, setting
+
+if TYPE_CHECKING:
+    from ballast.control.requests import Response
 
 
 @dataclass(frozen=True)
@@ -121,23 +124,14 @@ def _client(args: argparse.Namespace):
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    from ballast.control.requests import NoControllerError
 
     request = parse_request(args)  # user errors first, before any broker is contacted
     settings = ControlSettings.from_args(args)
     kind, body = request_body(request)
-    client = _client(args)
-    try:
-        answer = client.request(
-            kind, body, timeout=settings.timeout, expected_epoch=args.expect_epoch,
-            request_id=args.request_id or None,
-        )  # fmt: skip
-    except NoControllerError as exc:
-        raise ControlUnanswered(str(exc)) from None
-    finally:
-        client.close()
-    if not answer.accepted:
-        raise UsageError(f"refused ({answer.reason}): {answer.detail}")
+    answer = _ask(
+        args, kind, body, timeout=settings.timeout, expected_epoch=args.expect_epoch,
+        request_id=args.request_id or None,
+    )  # fmt: skip
     print(
         json.dumps(
             {
@@ -155,20 +149,27 @@ class ControlUnanswered(EnvironmentProblem):
     """No controller answered (exit 1: the environment, not the request)."""
 
 
-def cmd_rebalance(args: argparse.Namespace) -> int:
-    """Ask the controller to plan now; ``--dry-run`` (the default) prints the plan, changes nothing."""
+def _ask(args: argparse.Namespace, kind: str, body: dict[str, Any], **request: Any) -> Response:
+    """One request, answered: a refusal is the user's (exit 2), no answer the environment's (exit 1)."""
     from ballast.control.requests import NoControllerError
 
-    settings = ControlSettings.from_args(args)
     client = _client(args)
     try:
-        answer = client.request("REBALANCE", {"dry_run": not args.apply}, timeout=settings.timeout)
+        answer = client.request(kind, body, **request)
     except NoControllerError as exc:
         raise ControlUnanswered(str(exc)) from None
     finally:
         client.close()
     if not answer.accepted:
         raise UsageError(f"refused ({answer.reason}): {answer.detail}")
+    return answer
+
+
+def cmd_rebalance(args: argparse.Namespace) -> int:
+    """Ask the controller to plan now; ``--dry-run`` (the default) prints the plan, changes nothing."""
+
+    settings = ControlSettings.from_args(args)
+    answer = _ask(args, "REBALANCE", {"dry_run": not args.apply}, timeout=settings.timeout)
     print(answer.detail)
     return 0
 

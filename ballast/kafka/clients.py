@@ -60,6 +60,30 @@ class DeliveryTracker:
             raise DeliveryError(f"{self.failed} records not delivered; first error: {self.first_error}")
 
 
+def produce_waiting(
+    producer: Producer,
+    topic: str,
+    value: bytes,
+    key: bytes | None = None,
+    on_delivery: Callable[..., None] | None = None,
+) -> None:
+    """Produce one record, waiting while the local queue is full instead of failing.
+
+    Why: ``produce`` raises ``BufferError`` at once when librdkafka's queue is full; serving
+    delivery reports (``poll``) is what empties it, so a loader that produces faster than the
+    broker takes must poll and try again, not drop the record.
+    """
+    while True:
+        try:
+            if on_delivery is None:
+                producer.produce(topic, value, key)
+            else:
+                producer.produce(topic, value, key, on_delivery=on_delivery)
+            return
+        except BufferError:
+            producer.poll(0.05)
+
+
 def produce_all(
     producer: Producer,
     topic: str,
@@ -71,12 +95,7 @@ def produce_all(
     tracker = DeliveryTracker()
     sent = 0
     for key, value in records:
-        while True:
-            try:
-                producer.produce(topic, value=value, key=key, on_delivery=tracker)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_waiting(producer, topic, value, key, tracker)
         sent += 1
         if sent % 10_000 == 0:
             producer.poll(0)

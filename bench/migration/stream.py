@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from ballast.avro.wire import INPUT_HEADER, encode_input_body
-from ballast.kafka.clients import DeliveryTracker, make_producer
+from ballast.kafka.clients import DeliveryTracker, make_producer, produce_waiting
 from ballast.kafka.configuration import KafkaConfig
 from ballast.routing.murmur2 import kafka_partition
 from ballast.workload import key_name, zipf_probabilities
@@ -110,12 +110,7 @@ class Feeder(threading.Thread):
             lo, hi = self.produced, min(self.produced + self.step, n)
             tracker = DeliveryTracker()
             for key, value in encoded(self.events, lo, hi):
-                while True:
-                    try:
-                        self.producer.produce(self.topic, value, key, on_delivery=tracker)
-                        break
-                    except BufferError:
-                        self.producer.poll(0.05)
+                produce_waiting(self.producer, self.topic, value, key, tracker)
             self.producer.flush(60)
             tracker.raise_if_failed()
             self.produced = hi

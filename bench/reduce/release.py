@@ -22,7 +22,7 @@ import statistics
 import time
 
 from ballast.harness.pipeline import Pipeline
-from ballast.kafka.clients import DeliveryTracker, make_producer
+from ballast.kafka.clients import DeliveryTracker, make_producer, produce_waiting
 from bench.reduce.params import WAIT_S
 
 FIRST_DELAY_S = 0.3  # the routing delay assumed before one was measured
@@ -50,12 +50,7 @@ class SliceRelease:
         tracker = DeliveryTracker()
         self.producer.begin_transaction()
         for key, value in records:
-            while True:
-                try:
-                    self.producer.produce(self.topic, value, key, on_delivery=tracker)
-                    break
-                except BufferError:
-                    self.producer.poll(0.05)
+            produce_waiting(self.producer, self.topic, value, key, tracker)
         self.producer.flush(120)
         tracker.raise_if_failed()
         self._wait_for_the_commit_moment()

@@ -59,6 +59,7 @@ from ballast.control.state import (
 from ballast.deployment.create import create_deployment
 from ballast.devstack.stack import start_stack, stop_stack
 from ballast.harness.pipeline import Pipeline
+from ballast.kafka.clients import produce_waiting
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout
 from ballast.readiness import read_ready
@@ -122,13 +123,7 @@ def bulk_write(kafka: KafkaConfig, topic: str, events: Iterator[dict]) -> int:
         if not in_txn:
             producer.begin_transaction()
             in_txn = True
-        value = codec.encode(event)
-        while True:
-            try:
-                producer.produce(topic, value, str(event["epoch"]).encode())
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_waiting(producer, topic, codec.encode(event), str(event["epoch"]).encode())
         written += 1
         if written % PER_TRANSACTION == 0:
             producer.commit_transaction(60)

@@ -13,7 +13,7 @@ from ballast.devstack.brokers import stop_node
 from ballast.devstack.stack import stop_stack
 from ballast.devstack.state import StackState
 from ballast.kafka.admin import ensure_topics, make_admin
-from ballast.kafka.clients import DeliveryTracker, make_consumer
+from ballast.kafka.clients import DeliveryTracker, make_consumer, produce_waiting
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.reading import read_until_idle
 from ballast.kafka.topics import TopicSpec
@@ -39,12 +39,7 @@ def cluster(tmp_path_factory):
 
 def _produce(producer: Producer, topic: str, start: int, n: int, tracker: DeliveryTracker) -> None:
     for i in range(start, start + n):
-        while True:
-            try:
-                producer.produce(topic, key=str(i % 97).encode(), value=str(i).encode(), on_delivery=tracker)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_waiting(producer, topic, str(i).encode(), str(i % 97).encode(), tracker)
         if i % 2000 == 0:
             producer.poll(0)
 
