@@ -47,6 +47,7 @@ class EventRequest:
     scale: int | None
     shed: tuple[str, float] | None
     reason: str
+    shed_seed: int | None = None  # None: the controller keeps the seed in force for the target
 
 
 def _pair(flag: str, item: str, cast: type, what: str) -> tuple[str, object]:
@@ -69,10 +70,13 @@ def parse_request(args: argparse.Namespace) -> EventRequest:
     if args.shed:
         target, p = _pair("--shed", args.shed, float, "TARGET=P with a probability P")
         shed = (target, float(p))  # type: ignore[arg-type]
+    seed = getattr(args, "shed_seed", None)
+    if seed is not None and not args.shed:
+        raise UsageError("--shed-seed: only with --shed")
     if args.scale is not None and args.scale < 1:
         raise UsageError(f"--scale: expected a number of workers >= 1, got {args.scale}")
     kind = "update" if kinds[0] else "scale" if kinds[1] else "shed"
-    return EventRequest(kind, assign, tuple(args.unassign), args.scale, shed, args.reason)  # type: ignore[arg-type]
+    return EventRequest(kind, assign, tuple(args.unassign), args.scale, shed, args.reason, seed)  # type: ignore[arg-type]
 
 
 def request_body(request: EventRequest) -> tuple[str, dict]:
@@ -91,6 +95,7 @@ def request_body(request: EventRequest) -> tuple[str, dict]:
         "target": request.shed[0],
         "keep_probability": request.shed[1],
         "reason": request.reason,
+        "seed": request.shed_seed,
     }
 
 
@@ -191,6 +196,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         "num_workers": s.num_workers,
         "table_size": len(s.table),
         "keep_probability": dict(s.keep_probability),
+        "shed_seed": dict(s.shed_seed),
     }
     print(json.dumps(folded))
     return 0
@@ -208,6 +214,8 @@ def summary(e: dict) -> str:
         text = f"{body['num_workers']} hashed workers"
     elif kind == "SHEDDING":
         text = f"keep {body['keep_probability']:g} of {body['target']}"
+        if body.get("seed"):
+            text += f" (seed {body['seed']})"
     elif kind == "MIGRATION_STEP":
         text = f"{body['phase']} {body['migration_id']}: {len(body.get('keys', []))} keys"
     else:
@@ -266,6 +274,7 @@ def cmd_table(args: argparse.Namespace) -> int:
         "num_workers": state.num_workers,
         "table": {k.decode(): w for k, w in sorted(state.table.items())},
         "keep_probability": dict(state.keep_probability),
+        "shed_seed": dict(state.shed_seed),
         "migration": in_flight(events),
         "controller": status,
     }
@@ -348,6 +357,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     event.add_argument(
         "--shed", default=None, metavar="TARGET=P", help="SHEDDING: keep-probability P for TARGET"
     )
+    event.add_argument(
+        "--shed-seed", type=int, default=None, metavar="SEED",
+        help="with --shed: the seed of the keep draw (default: the seed in force for TARGET, so a "
+        "new P keeps a subset or superset of the records the old one kept; another seed, another sample)",
+    )  # fmt: skip
     event.add_argument("--reason", default="", help="free text stored in the event")
     send.add_argument(
         "--expect-epoch", type=int, default=None, metavar="E",

@@ -63,6 +63,7 @@ def genesis_snapshot(routed_partitions: int, active_workers: int = 0) -> tuple[s
         "table": {},
         "keep_probability": {},
         "routed_partitions": routed_partitions,
+        "shed_seed": {},
     }
 
 

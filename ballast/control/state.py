@@ -79,6 +79,7 @@ class ControlState:
     table: RoutingTable | Mapping[bytes | str, int] = field(default_factory=dict)
     keep_probability: Mapping[str, float] = field(default_factory=dict)
     max_workers: int | None = None
+    shed_seed: Mapping[str, int] = field(default_factory=dict)
     digests: Mapping[int, str] = field(default_factory=dict)
     started: bool = False
 
@@ -90,6 +91,7 @@ class ControlState:
             except ValueError as exc:
                 raise ControlLogError(str(exc)) from None
         object.__setattr__(self, "keep_probability", _freeze(self.keep_probability))
+        object.__setattr__(self, "shed_seed", _freeze(self.shed_seed))
         object.__setattr__(self, "digests", _freeze(self.digests))
         if self.num_workers < 1:
             raise ControlLogError(f"num_workers must be >= 1, got {self.num_workers}")
@@ -102,6 +104,14 @@ class ControlState:
         """Keep-probability of an input topic / job: its own setting, else ``*``, else 1.0."""
         kp = self.keep_probability
         return float(kp.get(target, kp.get("*", 1.0)))
+
+    def seed_for(self, target: str) -> int:
+        """Seed of the shedding setting in force for ``target`` (the one :meth:`keep_for` reads:
+        its own, else ``*``'s; 0 without either). The keep draw is
+        :func:`ballast.routing.shedding_sample.draw` under this seed."""
+        kp = self.keep_probability
+        setting = target if target in kp else "*"
+        return int(self.shed_seed.get(setting, 0))
 
 
 def initial_state(routed_partitions: int, active_workers: int = 0) -> ControlState:
@@ -243,6 +253,7 @@ def table_snapshot(state: ControlState) -> tuple[str, dict]:
         "table": {k.decode("utf-8"): w for k, w in state.table.items()},
         "keep_probability": dict(state.keep_probability),
         "routed_partitions": state.max_workers or 0,
+        "shed_seed": dict(state.shed_seed),
     }
 
 
@@ -250,8 +261,16 @@ def scale(num_workers: int, reason: str = "") -> tuple[str, dict]:
     return "SCALE", {"num_workers": int(num_workers), "reason": reason}
 
 
-def shedding(target: str, keep_probability: float, reason: str = "") -> tuple[str, dict]:
-    return "SHEDDING", {"target": target, "keep_probability": float(keep_probability), "reason": reason}
+def shedding(target: str, keep_probability: float, reason: str = "", seed: int = 0) -> tuple[str, dict]:
+    """A ``SHEDDING`` event's body: keep each record of ``target`` iff its draw under ``seed`` is
+    below ``keep_probability`` (:mod:`ballast.routing.shedding_sample`)."""
+    return "SHEDDING", {
+        "target": target,
+        "keep_probability": float(keep_probability),
+        "reason": reason,
+        "seed": int(seed),
+    }
+
 
 # --- the fold over mutable parts ----------------------------------------------------------------------
 
@@ -276,6 +295,7 @@ class StateBuilder:
         self.started = state.started
         self._entries: dict[bytes, int] = state.table.entries  # a copy, already clean
         self._keep: dict[str, float] = dict(state.keep_probability)
+        self._seed: dict[str, int] = dict(state.shed_seed)
         # epoch -> digest, oldest first (epochs are folded in increasing order)
         self._digests: dict[int, str] = dict(sorted(state.digests.items()))
         self._frozen: ControlState | None = state
@@ -317,7 +337,10 @@ class StateBuilder:
             if not 0.0 <= p <= 1.0:
                 raise ControlLogError(f"epoch {epoch}: keep_probability {p} outside [0, 1]")
             self._check_workers(epoch, self.num_workers, self.max_workers)
-            self._keep[str(body["target"])] = p
+            target = str(body["target"])
+            self._keep[target] = p
+            # an event written before the seed existed, or built without one, means seed 0
+            self._seed[target] = int(body.get("seed", 0))
         else:  # MIGRATION_STEP: an epoch of its own, no routing change
             self._check_workers(epoch, self.num_workers, self.max_workers)
         if etype == "TABLE_SNAPSHOT":
@@ -367,9 +390,11 @@ class StateBuilder:
             _check_worker(self.epoch, key, int(worker), n)
             entries[_routing_key(epoch, key)] = int(worker)
         keep = {k: float(p) for k, p in body.get("keep_probability", {}).items()}
+        seeds = {k: int(s) for k, s in body.get("shed_seed", {}).items() if k in keep}
         self._check_workers(epoch, n, max_workers)
         self._entries = {k: w for k, w in entries.items() if w != kafka_partition(k, n)}
         self._keep = keep
+        self._seed = seeds
         self.num_workers = n
         self.max_workers = max_workers
 
@@ -402,6 +427,7 @@ class StateBuilder:
                 table=RoutingTable.from_clean(self.num_workers, dict(self._entries), self.epoch),
                 keep_probability=self._keep,
                 max_workers=self.max_workers,
+                shed_seed=self._seed,
                 digests=self._digests,
                 started=self.started,
             )

@@ -20,6 +20,10 @@ Decisions:
 * **Compare-and-set.** ``expected_epoch`` lets a sender say "only if the log is still where I read
   it" (a planner outside the controller, a careful operator).
 * **Snapshots** every ``snapshot_every`` epochs keep readers' start-up bounded, as the old writer did.
+* **A shedding request without a seed keeps the seed in force** for its target (its own setting's,
+  else ``*``'s, else 0): the routers keep a record iff its draw under the seed is below the
+  keep-probability (:mod:`ballast.routing.shedding_sample`), so the shedder's steps down and up
+  keep nested samples. A request that names a seed starts another sample.
 """
 
 from __future__ import annotations
@@ -306,8 +310,7 @@ class Sequencer:
             return "migration-in-flight", "a paced migration is under way"
         return None
 
-    @staticmethod
-    def _event_body(r: Request) -> tuple[str, dict[str, Any]]:
+    def _event_body(self, r: Request) -> tuple[str, dict[str, Any]]:
         if r.kind == "ROUTING_UPDATE":
             return "ROUTING_UPDATE", {
                 "assign": {str(k): int(w) for k, w in r.body.get("assign", {}).items()},
@@ -320,8 +323,13 @@ class Sequencer:
                 "num_workers": int(r.body["num_workers"]),
                 "reason": str(r.body.get("reason", "")),
             }
+        target = str(r.body["target"])
+        seed = r.body.get("seed")
         return "SHEDDING", {
-            "target": str(r.body["target"]),
+            "target": target,
             "keep_probability": float(r.body["keep_probability"]),
             "reason": str(r.body.get("reason", "")),
+            # no seed asked for: the one in force for the target, so a step of the keep-probability
+            # keeps a subset (lower) or a superset (higher) of the records it kept before
+            "seed": self.state.seed_for(target) if seed is None else int(seed),
         }

@@ -116,7 +116,6 @@ class RouterSettings(Settings):
         "longest wait reading the control log: without progress at start, in total to reach an "
         "epoch an earlier owner of a partition committed",
     )
-    shed_seed: int = setting(0, "seed of the shedding sampler (0: random)")
     log_level: str = setting("info", "log level of the router process", choices=LOG_LEVELS)
 
     def __post_init__(self) -> None:

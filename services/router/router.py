@@ -31,7 +31,6 @@ the loop with a recording producer and a scripted consumer.
 from __future__ import annotations
 
 import logging
-import random
 import time
 from dataclasses import replace
 from typing import Any
@@ -47,6 +46,7 @@ from ballast.kafka.checkpoint import Checkpoint
 from ballast.kafka.clients import DeliveryTracker, make_consumer, make_producer
 from ballast.kafka.configuration import LIBRDKAFKA_MESSAGE_MAX_BYTES, KafkaConfig
 from ballast.kafka.topics import TopicLayout
+from ballast.routing.shedding_sample import BLOCK, Draws
 from ballast.routing.table import InvalidKeyError
 from services.router.config import RouterSettings
 from services.router.control_follower import ControlFollower, ControlSource
@@ -128,7 +128,6 @@ class Router:
         self._shed_active = False
         self._next_stats = 0.0
         self._stats_due = False
-        self._rng = random.Random(settings.shed_seed or None)
         # an idle consume() waits poll_timeout_ms in this many slices, reading the control log between
         self._slices = max(1, -(-settings.poll_timeout_ms // settings.control_poll_ms))
         self._settle_until = 0.0  # monotonic end of the short transactions after an epoch change
@@ -367,6 +366,8 @@ class Router:
         self.routes = RouteCache(state.table, self.settings.route_cache_size)
         self.envelopes.set_epoch(state.epoch)
         self._shed_active = any(p < 1.0 for p in state.keep_probability.values())
+        # the keep draws of this state's seeds (blocks are recomputed lazily; they are pure)
+        self._draws = Draws(state.seed_for)
         self.metrics.epoch_applied(state, initial)
 
     def _rewound(self) -> None:
@@ -416,6 +417,9 @@ class Router:
         fast_max = self._fast_max
         fast = self.settings.input_format in ("auto", "avro")
         shed_active = self._shed_active
+        draws = self._draws
+        dget = draws.blocks.get
+        no_block = (-BLOCK - 1, ())
         wc = [0] * self.routed_partitions
         wb = [0] * self.routed_partitions
         keys: list[bytes] = []
@@ -487,9 +491,17 @@ class Router:
                 keep = keep_of.get(t)
                 if keep is None:
                     keep = keep_of[t] = self.state.keep_for(t)
-                if keep < 1.0 and self._rng.random() >= keep:
-                    shed += 1
-                    continue
+                if keep < 1.0:
+                    # the record's own draw (docs/router.md, "Shedding"): a replay keeps the same
+                    # records; the draws of the next BLOCK offsets of the partition come at once
+                    start, us = dget(tp, no_block)
+                    i = off - start
+                    if not 0 <= i < BLOCK:
+                        start, us = draws.block(t, sp, off)
+                        i = 0
+                    if us[i] >= keep:
+                        shed += 1
+                        continue
             sfx = sget(tp)
             if sfx is None:
                 sfx = env.suffix(t, sp)

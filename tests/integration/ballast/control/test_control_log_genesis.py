@@ -45,6 +45,7 @@ def test_create_writes_the_genesis_once_and_refuses_to_contradict_it(kafka_confi
         "table": {},
         "keep_probability": {},
         "routed_partitions": 6,
+        "shed_seed": {},
     }
     reader = ControlLogReader(kafka_config, layout.name("control"))
     try:

@@ -50,6 +50,7 @@ def reference_apply_event(state: cs.ControlState, event: Mapping[str, Any]) -> c
 
     entries = state.table.entries
     keep = dict(state.keep_probability)
+    seeds = dict(state.shed_seed)
     num_workers = state.num_workers
     max_workers = state.max_workers
     if etype == "ROUTING_UPDATE":
@@ -66,6 +67,7 @@ def reference_apply_event(state: cs.ControlState, event: Mapping[str, Any]) -> c
             cs._check_worker(state.epoch, key, int(worker), num_workers)
             entries[cs._routing_key(epoch, key)] = int(worker)
         keep = {k: float(p) for k, p in body.get("keep_probability", {}).items()}
+        seeds = {k: int(v) for k, v in body.get("shed_seed", {}).items() if k in keep}
     elif etype == "SCALE":
         num_workers = int(body["num_workers"])
         bad = {k.decode(): w for k, w in entries.items() if w >= num_workers}
@@ -78,6 +80,7 @@ def reference_apply_event(state: cs.ControlState, event: Mapping[str, Any]) -> c
         if not 0.0 <= p <= 1.0:
             raise cs.ControlLogError(f"epoch {epoch}: keep_probability {p} outside [0, 1]")
         keep[str(body["target"])] = p
+        seeds[str(body["target"])] = int(body.get("seed", 0))
     # MIGRATION_STEP: an epoch of its own (workers act on it), no routing change for the router.
     if max_workers is not None and num_workers > max_workers:
         raise cs.ControlLogError(
@@ -99,6 +102,7 @@ def reference_apply_event(state: cs.ControlState, event: Mapping[str, Any]) -> c
         table=table,
         keep_probability=keep,
         max_workers=max_workers,
+        shed_seed=seeds,
         digests=digests,
         started=True,
     )
@@ -128,7 +132,8 @@ def random_event(rng: random.Random, epoch: int, routed: int, history: list[dict
     if kind < 0.65:
         return ev(e, cs.scale(rng.randint(0, top)))
     if kind < 0.75:
-        return ev(e, cs.shedding(rng.choice(["in", "*", "other"]), rng.choice([0.0, 0.3, 1.0, 1.5, -0.1])))
+        target, p = rng.choice(["in", "*", "other"]), rng.choice([0.0, 0.3, 1.0, 1.5, -0.1])
+        return ev(e, cs.shedding(target, p, seed=rng.choice([0, 1, -7, 2**40])))
     if kind < 0.88:
         n = rng.randint(0, top)
         table = {rng.choice(KEYS[:-2]): rng.randrange(max(n, 1) + 1) for _ in range(rng.randint(0, 8))}
@@ -137,6 +142,7 @@ def random_event(rng: random.Random, epoch: int, routed: int, history: list[dict
             "table": table,
             "keep_probability": {"in": rng.random()},
             "routed_partitions": rng.choice([0, routed, routed, routed + 1]),
+            "shed_seed": rng.choice([{}, {"in": 3}, {"in": 4, "gone": 5}]),
         }
         return ev(e, ("TABLE_SNAPSHOT", body))
     if kind < 0.95:
@@ -160,6 +166,7 @@ def same_state(a: cs.ControlState, b: cs.ControlState) -> None:
     assert a.table.num_workers == b.table.num_workers
     assert list(a.table.items()) == list(b.table.items())  # order too: SCALE's error lists entries
     assert dict(a.keep_probability) == dict(b.keep_probability)
+    assert dict(a.shed_seed) == dict(b.shed_seed)
     assert dict(a.digests) == dict(b.digests)
 
 
