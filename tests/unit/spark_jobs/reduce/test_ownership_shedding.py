@@ -35,7 +35,9 @@ def test_a_log_that_never_shed_keeps_everything_without_looking() -> None:
 def test_each_record_gets_the_settings_of_its_own_epoch() -> None:
     """The event at epoch 2 applies to records routed under epoch 2 (the router applied it with the
     epoch), not to records of epoch 1; later events for other targets leave a topic's own alone."""
-    view = view_of(shedding(1, "a", 0.5), shedding(2, "a", 0.25), shedding(3, "*", 0.8), shedding(4, "a", 1.0))
+    view = view_of(
+        shedding(1, "a", 0.5), shedding(2, "a", 0.25), shedding(3, "*", 0.8), shedding(4, "a", 1.0)
+    )
     assert view.sheds
     pairs = [("a", 0), ("a", 1), ("a", 2), ("a", 3), ("a", 4), ("b", 2), ("b", 3), ("b", 4)]
     assert ask(view, pairs) == [1.0, 0.5, 0.25, 0.25, 1.0, 1.0, 0.8, 0.8]
@@ -67,7 +69,9 @@ def test_many_records_at_once_match_one_by_one() -> None:
     for e in events:
         body = e["payload"][1]
         settings.append({**settings[-1], body["target"]: body["keep_probability"]})
-    expected = [settings[int(e)].get(t, settings[int(e)].get("*", 1.0)) for t, e in zip(topics, epochs)]
+    expected = [
+        settings[int(e)].get(t, settings[int(e)].get("*", 1.0)) for t, e in zip(topics, epochs, strict=True)
+    ]
     assert view.keep_probabilities(topics, epochs).tolist() == expected
 
 
