@@ -164,6 +164,9 @@ class Table:
         bounds = np.flatnonzero(first)
         cols = {}
         for name, spec in self.schema.items():
+            if spec.reducer is not None and _keeps_fill(spec) and _all_fill(self.columns[name], spec):
+                cols[name] = _filled(spec, bounds.size)  # nothing to combine (sampling terms unshed)
+                continue
             col = self.columns[name][order]
             if spec.reducer is None:
                 cols[name] = col  # the processor reduces it (it has order and bounds)
@@ -280,6 +283,11 @@ def _all_fill(col: np.ndarray, c: Column) -> bool:
     if c.dtype == "O":
         return False
     return bool(np.all(col == c.fill))
+
+
+def _keeps_fill(c: Column) -> bool:
+    """Whether rows all at the fill value reduce to the fill value (a sum only when it is 0)."""
+    return c.reducer != "sum" or c.fill == 0
 
 
 def _zeros(c: Column, n: int) -> np.ndarray:
