@@ -102,8 +102,13 @@ class ControlState:
 
     def keep_for(self, target: str) -> float:
         """Keep-probability of an input topic / job: its own setting, else ``*``, else 1.0."""
-        kp = self.keep_probability
-        return float(kp.get(target, kp.get("*", 1.0)))
+        return keep_for(self.keep_probability, target)
+
+
+def keep_for(keep_probability: Mapping[str, float], target: str) -> float:
+    """The one rule for which ``SHEDDING`` setting applies to ``target``: its own, else ``*``, else 1.0
+    (routers apply it to each record of an input topic; the reduce asks it again to scale results)."""
+    return float(keep_probability.get(target, keep_probability.get("*", 1.0)))
 
     def seed_for(self, target: str) -> int:
         """Seed of the shedding setting in force for ``target`` (the one :meth:`keep_for` reads:
@@ -417,6 +422,10 @@ class StateBuilder:
     def pinned(self) -> frozenset[bytes]:
         """The keys with a table entry at the builder's epoch."""
         return frozenset(self._entries)
+
+    def keep_probabilities(self) -> dict[str, float]:
+        """The ``SHEDDING`` settings at the builder's epoch (a copy; the reduce keeps their history)."""
+        return dict(self._keep)
 
     def state(self) -> ControlState:
         """The folded state, frozen (cached until the next event changes it)."""

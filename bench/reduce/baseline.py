@@ -166,6 +166,16 @@ def result_value(codec: AvroCodec, r: WindowResult, job: str) -> bytes:
             "keep_probability": 1.0,
             "estimated_count": float(r.count),
             "relative_error": 0.0,
+            "exact": True,  # nothing is shed here: every estimate is what was seen
+            "sampled_records": 0,
+            "estimated_sum": float(r.sum),
+            "count_std_error": 0.0,
+            "sum_std_error": 0.0,
+            "count_low": float(r.count),
+            "count_high": float(r.count),
+            "sum_low": float(r.sum),
+            "sum_high": float(r.sum),
+            "min_max_are_bounds": False,
         }
     )
 

@@ -124,6 +124,16 @@ def output_rows(aggregates: Any, job: str) -> Any:
         F.lit(1.0).alias("keep_probability"),
         F.col("count").cast("double").alias("estimated_count"),
         F.lit(0.0).alias("relative_error"),
+        F.lit(True).alias("exact"),  # nothing is shed here: every estimate is what was seen
+        F.lit(0).cast("long").alias("sampled_records"),
+        F.col("sum").alias("estimated_sum"),
+        F.lit(0.0).alias("count_std_error"),
+        F.lit(0.0).alias("sum_std_error"),
+        F.col("count").cast("double").alias("count_low"),
+        F.col("count").cast("double").alias("count_high"),
+        F.col("sum").alias("sum_low"),
+        F.col("sum").alias("sum_high"),
+        F.lit(False).alias("min_max_are_bounds"),
     )
     key = F.concat_ws(":", F.lit(job), F.unix_millis(start), F.unix_millis(end), F.col("key"))
     return aggregates.select(

@@ -17,6 +17,10 @@ The engine (``spark_jobs.reduce``) owns three columns of every row, besides the 
 * ``revision``: how many times the row was emitted, minus one (-1: never). A row emitted again
   (a late record counted, a state merged after a move) is a *correction*: same window, same
   Kafka key, revision one higher; a reader that keeps the latest row per key keeps the last one.
+* the sampling terms (:data:`~spark_jobs.processors.sampling.SAMPLING_COLUMNS`): sums over the
+  row's records that were kept by load shedding with a probability below 1, from which each result
+  states its Horvitz–Thompson estimates and their error (zero, and not even stored, while nothing
+  is shed).
 
 Windowed rows are emitted once the watermark reaches their window's end, and kept (clean) until
 ``window end + horizon``, so a late record within the horizon can still be counted in a correction.
@@ -34,6 +38,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from spark_jobs.processors.interface import KeyRecords, Processor, WindowResult
+from spark_jobs.processors.sampling import SAMPLING_COLUMNS, SamplingTerms
 from spark_jobs.processors.table import Column, Table
 from spark_jobs.processors.windows import WindowSpec
 
@@ -41,6 +46,7 @@ ENGINE_COLUMNS: dict[str, Column] = {
     "excluded": Column("i8", "sum", fill=0),
     "dirty": Column("i1", "or", fill=1),
     "revision": Column("i4", "max", fill=-1),
+    **SAMPLING_COLUMNS,
 }
 NEVER = np.iinfo(np.int64).max  # a due time that never comes
 
@@ -48,7 +54,8 @@ NEVER = np.iinfo(np.int64).max  # a due time that never comes
 @dataclass
 class Results:
     """Emitted rows, as columns (one entry per (key, window)); ``values`` only for processors that
-    report per-record detail (last values)."""
+    report per-record detail (last values); ``terms``: the rows' sampling terms (None: nothing of
+    them was shed), attached by :meth:`BatchProcessor.emit` from the engine's columns."""
 
     key: np.ndarray
     window_start: np.ndarray
@@ -61,9 +68,14 @@ class Results:
     excluded: np.ndarray
     values: list[tuple[float, ...]] | None = None
     run: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    terms: SamplingTerms | None = None
 
     def __len__(self) -> int:
         return int(self.key.size)
+
+    def sampling(self) -> SamplingTerms:
+        """The rows' sampling terms (zeros when nothing was shed)."""
+        return self.terms if self.terms is not None else SamplingTerms.zeros(len(self))
 
     @staticmethod
     def concat(parts: Sequence[Results]) -> Results:
@@ -88,7 +100,10 @@ class Results:
             "run",
         )
         joined = {f: np.concatenate([getattr(p, f) for p in parts]) for f in fields_}
-        return Results(**joined, values=values)
+        terms = None
+        if any(p.terms is not None for p in parts):
+            terms = SamplingTerms.concat([p.sampling() for p in parts])
+        return Results(**joined, values=values, terms=terms)
 
     @staticmethod
     def empty() -> Results:
@@ -201,25 +216,34 @@ class BatchProcessor(abc.ABC):
         rows.columns["revision"][idx] += 1
         rows.columns["dirty"] = rows.columns["dirty"].copy()
         rows.columns["dirty"][idx] = 0
-        return self.results(rows.take(idx)), rows
+        emitted = rows.take(idx)
+        results = self.results(emitted)
+        if emitted.columns["sampled"].any():
+            results.terms = SamplingTerms.of_rows(emitted)
+        return results, rows
 
     def exclude(self, rows: Table, key: np.ndarray, run: np.ndarray, window: np.ndarray) -> Table:
         """Count records left out (late, refused) in the rows of their windows: one (key, run,
         window start) per record and window, ``excluded`` +1 each, the row dirty (a correction is
         due). A window the state no longer holds gets a row that counts only the exclusion."""
-        extra = Table.rows(
+        extra = self.side_rows(key, run, window, excluded=np.ones(key.size, dtype=np.int64))
+        return self._reduce(Table.concat([rows, extra]))
+
+    def side_rows(self, key: np.ndarray, run: np.ndarray, window: np.ndarray, **engine: np.ndarray) -> Table:
+        """Dirty rows that aggregate no record and carry only ``engine`` columns (an exclusion, the
+        sampling terms of shed records), to be combined into the rows of their (key, run, window)."""
+        return Table.rows(
             self.schema(),
             key,
             run,
             window,
-            excluded=np.ones(key.size, dtype=np.int64),
             dirty=np.ones(key.size, dtype=np.int8),
+            **engine,
             **self._excluded_rows(key.size),
         )
-        return self._reduce(Table.concat([rows, extra]))
 
     def _excluded_rows(self, n: int) -> dict[str, np.ndarray]:
-        """Processor columns of a row that counts exclusions only (nothing aggregated)."""
+        """Processor columns of a row that aggregates nothing (an exclusion, sampling terms)."""
         return {}
 
 

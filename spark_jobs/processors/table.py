@@ -19,7 +19,12 @@ Rows combine in row order (the sort is stable), so sums are accumulated in input
 the exactness argument of :mod:`spark_jobs.processors.window_stats` is made in.
 
 Storage: :meth:`Table.to_bytes` is a small header and each column raw (keys as UTF-8 with int32
-offsets); decoding is ``np.frombuffer`` per column and one split of the key bytes.
+offsets); decoding is ``np.frombuffer`` per column and one split of the key bytes. The header names
+the columns written, and a column holding only its fill value is not written: a state saved or
+shipped by an older version (fewer columns) loads with the newer columns at their fill, and columns
+that are rarely used (the sampling terms of windows nothing was shed from) cost no bytes. The first
+format (``BT1``, no names) wrote every column of its schema: the columns a schema added later say
+so (:attr:`Column.since`), and read from a ``BT1`` table they take their fill.
 """
 
 from __future__ import annotations
@@ -34,8 +39,10 @@ import pandas as pd
 
 Reducer = Literal["sum", "min", "max", "or", "last"]
 IDENTITY = ("key", "run", "window")
-_MAGIC = b"BT1"
+_MAGIC_V1 = b"BT1"  # every column of the schema, in schema order
+_MAGIC = b"BT2"  # the names of the columns written, then those columns
 _U32 = struct.Struct("<I")
+_U16 = struct.Struct("<H")
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,7 @@ class Column:
     reducer: Reducer | None = None  # None: reduced by the processor (matrices)
     width: int = 1
     fill: float | int = 0  # a new row's value
+    since: int = 1  # the table format that first stored it (2: absent from BT1 tables, read as fill)
 
 
 class Table:
@@ -156,6 +164,9 @@ class Table:
         bounds = np.flatnonzero(first)
         cols = {}
         for name, spec in self.schema.items():
+            if spec.reducer is not None and _keeps_fill(spec) and _all_fill(self.columns[name], spec):
+                cols[name] = _filled(spec, bounds.size)  # nothing to combine (sampling terms unshed)
+                continue
             col = self.columns[name][order]
             if spec.reducer is None:
                 cols[name] = col  # the processor reduces it (it has order and bounds)
@@ -169,15 +180,19 @@ class Table:
     # --- storage ---------------------------------------------------------------------------------
 
     def to_bytes(self) -> bytes:
-        """Header (magic, rows), keys (int32 lengths and UTF-8), run, window, then each column raw
-        (a column of bytes objects, dtype ``O``, as int32 lengths and the bytes)."""
-        parts = [_MAGIC, _U32.pack(len(self)), *_blobs([str(k).encode("utf-8") for k in self.key.tolist()])]
+        """Header (magic, rows, the names of the columns written), keys (int32 lengths and UTF-8),
+        run, window, then each column written, raw (a column of bytes objects, dtype ``O``, as int32
+        lengths and the bytes). Columns equal to their fill in every row are left out."""
+        written = [name for name, spec in self.schema.items() if not _all_fill(self.columns[name], spec)]
+        names = "\x00".join(written).encode("utf-8")
+        parts = [_MAGIC, _U32.pack(len(self)), _U16.pack(len(written)), _U32.pack(len(names)), names]
+        parts += _blobs([str(k).encode("utf-8") for k in self.key.tolist()])
         parts += [
             self.run.astype("<i8", copy=False).tobytes(),
             self.window.astype("<i8", copy=False).tobytes(),
         ]
-        for name, spec in self.schema.items():
-            col = self.columns[name]
+        for name in written:
+            spec, col = self.schema[name], self.columns[name]
             if spec.dtype == "O":
                 parts += _blobs([bytes(b) for b in col.tolist()])
             else:
@@ -186,11 +201,28 @@ class Table:
 
     @classmethod
     def from_bytes(cls, schema: Mapping[str, Column], data: bytes | memoryview) -> Table:
+        """The table :meth:`to_bytes` wrote (or the first format wrote); columns of ``schema`` the
+        bytes do not hold take their fill. A column the schema does not know is refused: the bytes
+        were written for another processor (or by a newer version)."""
         view = memoryview(data)
-        if bytes(view[:3]) != _MAGIC:
+        magic = bytes(view[:3])
+        if magic not in (_MAGIC, _MAGIC_V1):
             raise ValueError("not a state table (bad magic)")
         (n,) = _U32.unpack_from(view, 3)
-        raw, offset = _unblobs(view, n, 3 + _U32.size)
+        offset = 3 + _U32.size
+        if magic == _MAGIC_V1:
+            written = [name for name, spec in schema.items() if spec.since <= 1]
+        else:
+            (count,) = _U16.unpack_from(view, offset)
+            (size,) = _U32.unpack_from(view, offset + _U16.size)
+            offset += _U16.size + _U32.size
+            text = bytes(view[offset : offset + size]).decode("utf-8")
+            offset += size
+            written = text.split("\x00") if count else []
+            unknown = [name for name in written if name not in schema]
+            if len(written) != count or unknown:
+                raise ValueError(f"state table: columns {unknown or written} are not this schema's")
+        raw, offset = _unblobs(view, n, offset)
         key = np.empty(n, dtype=object)
         key[:] = [b.decode("utf-8") for b in raw]
         run = np.frombuffer(view, dtype="<i8", count=n, offset=offset).astype(np.int64)
@@ -198,7 +230,8 @@ class Table:
         window = np.frombuffer(view, dtype="<i8", count=n, offset=offset).astype(np.int64)
         offset += 8 * n
         cols = {}
-        for name, spec in schema.items():
+        for name in written:
+            spec = schema[name]
             if spec.dtype == "O":
                 blobs, offset = _unblobs(view, n, offset)
                 col = np.empty(n, dtype=object)
@@ -212,6 +245,7 @@ class Table:
             cols[name] = col.reshape(n, spec.width) if spec.width > 1 else col
         if offset != len(view):
             raise ValueError(f"state table: {len(view) - offset} bytes left over")
+        cols = {name: cols[name] if name in cols else _filled(spec, n) for name, spec in schema.items()}
         return cls(schema, key, run, window, cols)
 
 
@@ -242,6 +276,18 @@ def _unblobs(view: memoryview, n: int, offset: int) -> tuple[list[bytes], int]:
     base = offset
     items = [data[a - base : b - base] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
     return items, int(ends[-1]) if n else offset
+
+
+def _all_fill(col: np.ndarray, c: Column) -> bool:
+    """Whether every value of ``col`` is its fill (never for bytes columns: always written)."""
+    if c.dtype == "O":
+        return False
+    return bool(np.all(col == c.fill))
+
+
+def _keeps_fill(c: Column) -> bool:
+    """Whether rows all at the fill value reduce to the fill value (a sum only when it is 0)."""
+    return c.reducer != "sum" or c.fill == 0
 
 
 def _zeros(c: Column, n: int) -> np.ndarray:

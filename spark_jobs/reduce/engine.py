@@ -38,6 +38,15 @@ planned offsets, so a replayed batch asks the same question and gets the same an
 emitted again is a correction (revision + 1): a late record counted in it, or a partial state
 merged into it after a crash replay.
 
+**Shedding.** Routers keep each record of an input topic with the keep-probability of the
+``SHEDDING`` setting in force; the record's envelope epoch names the settings its router applied
+(:meth:`~spark_jobs.reduce.ownership.OwnershipView.keep_probabilities`, by its ``source_topic``).
+Every record counted in a window, or excluded from it, that was kept with a probability below 1
+adds its Horvitz–Thompson terms to the window's row (:mod:`spark_jobs.processors.sampling`), so
+each result states its estimates and their error; held records keep their probability until they
+are replayed. A per-key processor's windows are its own: its results say that no estimate is
+possible when something was shed during the key's run (docs/results.md).
+
 **Records left out** are dead-lettered with their reason and counted: ``late`` (older than the
 watermark; counted in each of its windows' rows, a correction if the window was emitted),
 ``too-late`` (its windows are past the correction horizon), ``future`` (further ahead of the
@@ -61,6 +70,7 @@ import numpy as np
 import pandas as pd
 
 from spark_jobs.processors.batch import NEVER, BatchProcessor, Results
+from spark_jobs.processors.sampling import record_terms
 from spark_jobs.processors.table import Table
 from spark_jobs.reduce.frontier import InputFrontier
 from spark_jobs.reduce.ownership import OwnershipView
@@ -154,6 +164,9 @@ class WorkerStep:
         inputs = sorted(set(config.input_partitions) | set(self.meta["inputs"]) | set(extra_inputs))
         self.meta["inputs"] = [p for p in inputs if p not in config.input_partitions]
         self.frontier = InputFrontier(inputs, self.meta["seen"])
+        # the job's input topics: a record that does not name its own is from the only one (if one)
+        self.topics = tuple(sorted({pid.rsplit(":", 1)[0] for pid in inputs}))
+        self._topic = self.topics[0] if len(self.topics) == 1 else ""
         self._loaded: dict[int, Table] = {}
         self._dirty: set[int] = set()
         self.out = StepResult()
@@ -365,6 +378,7 @@ class WorkerStep:
         offsets = block["offset"].to_numpy(dtype=np.int64)
         stamps = block["timestamp"].to_numpy(dtype=np.int64)
         raw = block["raw"].to_numpy() if "raw" in block else np.full(len(block), None)
+        keep = self._keep(block, epochs)
         ok = np.ones(keys.size, dtype=bool)
         if c.max_future_ms > 0:
             future = t > self.now_ms + c.max_future_ms
@@ -393,11 +407,11 @@ class WorkerStep:
             self._status(keys[ok], run[ok])
         late = ok & (t < self.watermark)
         if late.any():
-            self._exclude(keys[late], run[late], t[late], offsets[late], raw[late])
+            self._exclude(keys[late], run[late], t[late], offsets[late], raw[late], keep[late])
         fresh = ok & ~late
         if not fresh.any():
             return
-        keys, run, t, v = keys[fresh], run[fresh], t[fresh], v[fresh]
+        keys, run, t, v, keep = keys[fresh], run[fresh], t[fresh], v[fresh], keep[fresh]
         stamps, offsets = stamps[fresh], offsets[fresh]
         self._records += keys.size
         if c.record_cost_s:
@@ -405,16 +419,62 @@ class WorkerStep:
         complete = self._status(keys, run)
         self._latencies.append(self.now_ms - stamps[complete])
         if self.processor.mergeable or complete.all():
-            self._fold(keys, run, t, v)
+            self._fold(keys, run, t, v, keep)
         else:
-            self._fold(keys[complete], run[complete], t[complete], v[complete])
+            self._fold(keys[complete], run[complete], t[complete], v[complete], keep[complete])
             held = ~complete
-            self._hold(keys[held], run[held], offsets[held], t[held], v[held])
+            self._hold(keys[held], run[held], offsets[held], t[held], v[held], keep[held])
         held_count = int((~complete).sum())
         if held_count:
             self._counts["held"] += held_count
             for key, r in zip(keys[~complete].tolist(), run[~complete].tolist(), strict=True):
                 self._pending(str(key), int(r))["held"] += 1  # type: ignore[index]
+
+    def _keep(self, block: pd.DataFrame, epochs: np.ndarray) -> np.ndarray:
+        """Per record: the probability its router kept it with (all 1.0 while the log never shed).
+
+        Its input topic is the envelope's ``source_topic``; a row without one is from the job's only
+        input topic (or, with several, only a ``*`` setting applies to it). A record kept under a
+        probability of 0 was not sampled by that setting (a router that did not apply it): it
+        stands for itself, as with 1.0."""
+        n = epochs.size
+        if not self.view.sheds:
+            return np.ones(n, dtype=np.float64)
+        if "source_topic" in block:
+            topics = block["source_topic"].to_numpy(dtype=object).copy()
+            topics[pd.isna(topics)] = self._topic
+        else:
+            topics = np.full(n, self._topic, dtype=object)
+        keep = self.view.keep_probabilities(topics, epochs)
+        return np.where(keep > 0.0, keep, 1.0)
+
+    def _with_terms(
+        self, rows: Table, keys: np.ndarray, runs: np.ndarray, t: np.ndarray, keep: np.ndarray,
+        values: np.ndarray | None,
+    ) -> Table:  # fmt: skip
+        """``rows`` with the sampling terms of the records kept with a probability below 1 added
+        to their windows' rows (the rows of a processor that cannot see windows are left alone)."""
+        shed = keep < 1.0
+        if not self.processor.windowed or not shed.any():
+            return rows
+        idx = np.flatnonzero(shed)
+        index, starts = self.processor.windows.assign(t[idx])
+        rec = idx[index]
+        picked = None if values is None else values[rec]
+        return self._add_terms(rows, keys[rec], runs[rec], starts, keep[rec], picked)
+
+    def _add_terms(
+        self, rows: Table, keys: np.ndarray, runs: np.ndarray, windows: np.ndarray, keep: np.ndarray,
+        values: np.ndarray | None,
+    ) -> Table:  # fmt: skip
+        """``rows`` with the terms of (record, window) pairs added (only pairs with keep < 1 count)."""
+        shed = keep < 1.0
+        if not shed.any():
+            return rows
+        values = None if values is None else values[shed]
+        terms = record_terms(keep[shed], values)
+        side = self.processor.side_rows(keys[shed], runs[shed], windows[shed], **terms)
+        return self.processor.combine(Table.concat([rows, side]))
 
     def _shipped_runs(self, keys: np.ndarray, runs: np.ndarray) -> np.ndarray:
         """Records of runs this worker has shipped already: their run ended at an epoch whose moves
@@ -442,21 +502,30 @@ class WorkerStep:
     def _windows_of(self, keys: np.ndarray, t: np.ndarray) -> np.ndarray:
         return self.processor.buckets_of_records(keys, t)
 
-    def _fold(self, keys: np.ndarray, runs: np.ndarray, t: np.ndarray, v: np.ndarray) -> None:
+    def _fold(
+        self, keys: np.ndarray, runs: np.ndarray, t: np.ndarray, v: np.ndarray, keep: np.ndarray
+    ) -> None:
         if not keys.size:
             return
         buckets = set(np.unique(self._windows_of(keys, t)).tolist())
         state = Table.concat([self._bucket(b) for b in sorted(buckets)] or [Table.empty(self.schema)])
         folded = self.processor.fold(state, keys, runs, t, v)
+        folded = self._with_terms(folded, keys, runs, t, keep, v)
         self._put_rows(folded, buckets)
         self._touched_keys.update(np.unique(keys).tolist()[: 10 * self.config.heavy_keys])
 
     def _hold(
-        self, keys: np.ndarray, runs: np.ndarray, seq: np.ndarray, t: np.ndarray, v: np.ndarray
+        self,
+        keys: np.ndarray,
+        runs: np.ndarray,
+        seq: np.ndarray,
+        t: np.ndarray,
+        v: np.ndarray,
+        keep: np.ndarray,
     ) -> None:
         if not keys.size:
             return
-        block = HeldRecords(keys, runs, seq, t, v)
+        block = HeldRecords(keys, runs, seq, t, v, keep)
         if self._held is None:
             self.store.append_held(block)  # one call, nothing read back
         else:
@@ -464,10 +533,12 @@ class WorkerStep:
             self._held_dirty = True
 
     def _exclude(
-        self, keys: np.ndarray, runs: np.ndarray, t: np.ndarray, offsets: np.ndarray, raw: np.ndarray
-    ) -> None:
+        self, keys: np.ndarray, runs: np.ndarray, t: np.ndarray, offsets: np.ndarray, raw: np.ndarray,
+        keep: np.ndarray,
+    ) -> None:  # fmt: skip
         """Late records: counted in the rows of their windows still within the horizon (dead-
-        lettered as ``late``), else dead-lettered as ``too-late``."""
+        lettered as ``late``; one kept by shedding stands for 1/p offered records there too), else
+        dead-lettered as ``too-late``."""
         p = self.processor
         horizon = int(self.config.horizon_ms)
         if p.windowed:
@@ -498,7 +569,9 @@ class WorkerStep:
             alive = starts + p.windows.size_ms + horizon > self.watermark
             buckets = set(starts[alive].tolist())
             state = Table.concat([self._bucket(b) for b in sorted(buckets)] or [Table.empty(self.schema)])
-            updated = p.exclude(state, keys[idx][index[alive]], runs[idx][index[alive]], starts[alive])
+            rec = idx[index[alive]]
+            updated = p.exclude(state, keys[rec], runs[rec], starts[alive])
+            updated = self._add_terms(updated, keys[rec], runs[rec], starts[alive], keep[rec], None)
             self._put_rows(updated, buckets)
             self._counts["excluded"] += int(counted.sum())
 
@@ -661,6 +734,7 @@ class WorkerStep:
                 order = np.argsort(held.seq, kind="stable")
                 h = held.take(order)
                 state = p.fold(state, h.key, h.run, h.event_time, h.value)
+                state = self._with_terms(state, h.key, h.run, h.event_time, h.keep, h.value)
         self._finish_pending(key, run, entry)
         if self._is_rehash_run(run):
             opened = self.meta["rehash"].setdefault(str(run), {"done": [], "installed": []})
@@ -756,6 +830,7 @@ class WorkerStep:
             rows_before = len(table)
             results, table = self.processor.emit(table, wm, may)
             if len(results):
+                self._opaque_terms(results)
                 self._results.append(results)
                 self._counts["corrections"] += int((results.revision > 0).sum())
                 self._dirty.add(b)
@@ -767,6 +842,22 @@ class WorkerStep:
                 table = table.take(np.flatnonzero(~drop))
                 self._dirty.add(b)
             self._loaded[b] = table
+
+    def _opaque_terms(self, results: Results) -> None:
+        """A processor that cannot see windows (a per-key one) gets no sampling terms: its rows say
+        no estimate is possible when a keep-probability below 1 was in force for the job's topics at
+        some epoch of the key's run (from its start to the log's end as this batch read it)."""
+        if self.processor.windowed or not self.view.sheds:
+            return
+        latest = min(self.log_epoch(), self.view.epoch)
+        lowest = {
+            run: self.view.lowest_keep(self.topics, run, latest) for run in np.unique(results.run).tolist()
+        }
+        low = np.array([lowest[r] for r in results.run.tolist()], dtype=np.float64)
+        if (low < 1.0).any():
+            terms = results.sampling()
+            terms.opaque_keep = np.where(low < 1.0, low, np.nan)
+            results.terms = terms
 
     # --- stats -------------------------------------------------------------------------------------
 

@@ -79,6 +79,7 @@ def routed_rows(spark, spec: JobSpec, watermark_delay: str, max_offsets: int = 0
         kind.cast("int").alias("kind"),
         F.coalesce(d["key"], c["key"]).alias("key"),
         d["value"].alias("value"),
+        d["source_topic"].alias("source_topic"),  # which SHEDDING setting kept it (with its epoch)
         _watermark_time(d["event_time"], spec.max_future_ms).alias("wm_time"),
         F.coalesce(F.unix_millis(d["event_time"]), F.lit(0)).alias("event_time"),
         F.coalesce(d["epoch"], m["epoch"], c["epoch"], F.lit(-1)).alias("epoch"),
@@ -148,7 +149,9 @@ def _watermark_time(event_time, max_future_ms: int):
 
 def result_value(job: str):
     """An output row's value: results encoded by Spark's ``to_avro`` from the columns the worker
-    wrote (with Ballast's single-object header), every other row's ``value`` as Python encoded it."""
+    wrote (with Ballast's single-object header), every other row's ``value`` as Python encoded it.
+    The estimates under shedding are the worker's (:func:`spark_jobs.processors.sampling.estimate`);
+    min and max are bounds exactly when the row is not exact."""
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import to_avro
 
@@ -170,9 +173,19 @@ def result_value(job: str):
         F.col("r_epoch").alias("epoch"),
         F.col("r_revision").alias("revision"),
         F.col("r_excluded").alias("excluded_records"),
-        F.lit(1.0).alias("keep_probability"),
-        (count.cast("double") + F.col("r_excluded")).alias("estimated_count"),
-        F.lit(0.0).alias("relative_error"),
+        F.col("r_keep").alias("keep_probability"),
+        F.col("r_est_count").alias("estimated_count"),
+        F.col("r_rel_error").alias("relative_error"),
+        F.col("r_exact").alias("exact"),
+        F.col("r_sampled").alias("sampled_records"),
+        F.col("r_est_sum").alias("estimated_sum"),
+        F.col("r_count_se").alias("count_std_error"),
+        F.col("r_sum_se").alias("sum_std_error"),
+        F.col("r_count_low").alias("count_low"),
+        F.col("r_count_high").alias("count_high"),
+        F.col("r_sum_low").alias("sum_low"),
+        F.col("r_sum_high").alias("sum_high"),
+        (~F.col("r_exact")).alias("min_max_are_bounds"),
     )
     encoded = F.concat(F.lit(version.header), to_avro(record, schema))
     return F.when(F.col("row_kind") == F.lit(RESULT), encoded).otherwise(F.col("value"))

@@ -10,6 +10,8 @@ typed columns straight from the engine's arrays, and Spark's ``to_avro`` encodes
 (:func:`spark_jobs.reduce.job.sink_columns`); only the few other rows (chunks, dead letters, the
 stats record) are encoded here, into ``value``. Results are keyed by job, window and key, so a
 correction or a replayed batch's row replaces the same Kafka key (docs/reduce.md, "Delivery").
+Each result's estimates under shedding and their errors (:mod:`spark_jobs.processors.sampling`)
+are computed here from the row's sampling terms and cross as columns too.
 """
 
 from __future__ import annotations
@@ -22,13 +24,30 @@ import pandas as pd
 
 from ballast.avro.codec import AvroCodec
 from spark_jobs.processors.batch import Results
+from spark_jobs.processors.sampling import estimate
 from spark_jobs.reduce.engine import ChunkOut, StepResult
 
 RESULT, OTHER = 0, 1
 RESULT_COLUMNS = (
     "r_key STRING, r_window_start LONG, r_window_end LONG, r_count LONG, r_sum DOUBLE, r_min DOUBLE, "
-    "r_max DOUBLE, r_values ARRAY<DOUBLE>, r_revision INT, r_excluded LONG, r_epoch LONG, r_worker INT"
+    "r_max DOUBLE, r_values ARRAY<DOUBLE>, r_revision INT, r_excluded LONG, r_epoch LONG, r_worker INT, "
+    "r_exact BOOLEAN, r_sampled LONG, r_keep DOUBLE, r_est_count DOUBLE, r_rel_error DOUBLE, "
+    "r_est_sum DOUBLE, r_count_se DOUBLE, r_sum_se DOUBLE, r_count_low DOUBLE, r_count_high DOUBLE, "
+    "r_sum_low DOUBLE, r_sum_high DOUBLE"
 )
+# the estimate behind each double column (a NaN crosses as null: no estimate)
+ESTIMATE_COLUMNS = {
+    "r_keep": "keep_probability",
+    "r_est_count": "estimated_count",
+    "r_rel_error": "relative_error",
+    "r_est_sum": "estimated_sum",
+    "r_count_se": "count_std_error",
+    "r_sum_se": "sum_std_error",
+    "r_count_low": "count_low",
+    "r_count_high": "count_high",
+    "r_sum_low": "sum_low",
+    "r_sum_high": "sum_high",
+}
 OUTPUT_SCHEMA = (
     "row_kind INT, topic STRING, partition INT, key BINARY, value BINARY, "
     "reason STRING, detail STRING, source_partition INT, source_offset LONG, " + RESULT_COLUMNS
@@ -115,6 +134,7 @@ class OutputEncoder:
             mine = result_head.get(name, np.full(n, None, dtype=object))
             columns[name] = np.concatenate([mine, np.array(head[i], dtype=object)])
         present = np.concatenate([np.ones(n, dtype=bool), np.zeros(m, dtype=bool)])
+        est = estimate(r.count, r.sum, r.excluded, r.terms)
         for name, values, kind in (
             ("r_window_start", r.window_start, "Int64"),
             ("r_window_end", r.window_end, "Int64"),
@@ -123,6 +143,7 @@ class OutputEncoder:
             ("r_epoch", np.full(n, epoch), "Int64"),
             ("r_revision", r.revision, "Int32"),
             ("r_worker", np.full(n, self.worker), "Int32"),
+            ("r_sampled", est.sampled, "Int64"),
         ):
             dtype = np.int64 if kind == "Int64" else np.int32
             filled = np.concatenate([np.asarray(values, dtype=dtype), np.zeros(m, dtype=dtype)])
@@ -133,6 +154,11 @@ class OutputEncoder:
             ("r_max", np.where(r.count > 0, r.max, np.nan)),
         ):
             columns[name] = np.concatenate([np.asarray(values, dtype=np.float64), np.full(m, np.nan)])
+        for name, field in ESTIMATE_COLUMNS.items():
+            values = np.asarray(getattr(est, field), dtype=np.float64)
+            columns[name] = np.concatenate([values, np.full(m, np.nan)])
+        exact = np.concatenate([np.asarray(est.exact, dtype=bool), np.zeros(m, dtype=bool)])
+        columns["r_exact"] = pd.arrays.BooleanArray(exact, ~present)
         columns["r_key"] = np.concatenate([np.asarray(r.key, dtype=object), np.full(m, None, dtype=object)])
         values = np.full(n + m, None, dtype=object)
         if r.values is not None:

@@ -20,8 +20,15 @@ Two kinds of ownership change:
   hold and ship them; the new owners learn from each old owner's *shipment done* announcement
   that no more chunks will come (the reduce engine).
 
-Memory: one entry per key ever named by the table (not per key ever seen) and one per modulus
-change; rebuilt from the log's genesis when a worker process starts.
+**Keep-probabilities.** ``SHEDDING`` events set the probability with which routers keep each
+record of an input topic. A router applies an event together with its epoch (it switches both at
+a transaction boundary), so the record's envelope epoch names the settings it was kept under: the
+view keeps their history (:meth:`OwnershipView.keep_probabilities`), and the engine scales each
+window's results by the probabilities its records survived.
+
+Memory: one entry per key ever named by the table (not per key ever seen), one per modulus change
+and one per change of the shedding settings; rebuilt from the log's genesis when a worker process
+starts.
 """
 
 from __future__ import annotations
@@ -32,8 +39,9 @@ from collections.abc import KeysView, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from ballast.control.state import ControlLogError, StateBuilder, initial_state
+from ballast.control.state import ControlLogError, StateBuilder, initial_state, keep_for
 from ballast.routing.murmur2 import kafka_partition, kafka_partition_array, murmur2_array
 
 Move = tuple[int, int]  # (from worker, to worker)
@@ -58,6 +66,10 @@ class OwnershipView:
         self._moduli: list[tuple[int, int]] = []  # [(epoch, hash modulus from then)], epoch ascending
         self._rehash: list[int] = []  # epochs at which the modulus changed
         self._moves: dict[int, dict[str, Move]] = {}
+        # [(epoch, the SHEDDING settings from then on)], epoch ascending, one entry per change
+        self._keeps: list[tuple[int, dict[str, float]]] = []
+        self._keep_epochs: list[int] = []
+        self._sheds = False  # some setting below 1 was ever in force
 
     # --- folding ----------------------------------------------------------------------------------
 
@@ -92,6 +104,7 @@ class OwnershipView:
         if not builder.apply(event):
             return
         epoch = builder.epoch
+        self._keep_history(epoch)
         if genesis:
             self._moduli = [(epoch, builder.num_workers)]
             for kb in builder.pinned():  # pinned from the start: owned by their pin, not their home
@@ -115,6 +128,14 @@ class OwnershipView:
                 moves[key] = (before[key], new)
         if moves:
             self._moves[epoch] = moves
+
+    def _keep_history(self, epoch: int) -> None:
+        keep = self._builder.keep_probabilities()
+        if self._keeps and self._keeps[-1][1] == keep:
+            return
+        self._keeps.append((epoch, keep))
+        self._keep_epochs.append(epoch)
+        self._sheds = self._sheds or any(p < 1.0 for p in keep.values())
 
     def _check(self, epoch: int) -> None:
         if epoch > self.epoch:
@@ -177,6 +198,55 @@ class OwnershipView:
         if i < len(self._rehash) and self._rehash[i] == epoch:
             return self.modulus(epoch - 1), self.modulus(epoch)
         return None
+
+    # --- shedding: the keep-probability each record survived -------------------------------------
+
+    @property
+    def sheds(self) -> bool:
+        """Whether the log folded so far ever set a keep-probability below 1 (if not, every record
+        was kept with probability 1 and nothing needs looking up)."""
+        return self._sheds
+
+    def keep_at(self, epoch: int) -> dict[str, float]:
+        """The ``SHEDDING`` settings in force at ``epoch`` (target -> keep-probability)."""
+        self._check(epoch)
+        i = bisect.bisect_right(self._keep_epochs, epoch) - 1
+        return self._keeps[i][1] if i >= 0 else {}
+
+    def keep_probabilities(self, topics: np.ndarray, epochs: np.ndarray) -> np.ndarray:
+        """Per record: the probability its router kept it with, from its input topic and its
+        envelope epoch (the router kept it under the settings of exactly that epoch: its topic's
+        own, else ``*``, else 1.0; :func:`ballast.control.state.keep_for`).
+
+        Answered per distinct (settings, topic) pair, so a batch costs a few numpy passes."""
+        n = epochs.size
+        if not n or not self._sheds:
+            return np.ones(n, dtype=np.float64)
+        self._check(int(epochs.max()))
+        entry = np.searchsorted(np.asarray(self._keep_epochs), epochs, side="right") - 1
+        codes, names = pd.factorize(topics, use_na_sentinel=False)  # a missing topic: "" (only `*`)
+        width = max(len(names), 1)
+        pairs, inverse = np.unique(entry * width + codes, return_inverse=True)
+        probs = np.empty(pairs.size, dtype=np.float64)
+        for j, pair in enumerate(pairs.tolist()):
+            i, code = divmod(pair, width)
+            settings = self._keeps[i][1] if i >= 0 else {}
+            topic = names[code]
+            probs[j] = keep_for(settings, topic if isinstance(topic, str) else "")
+        return probs[inverse.reshape(-1)]
+
+    def lowest_keep(self, topics: tuple[str, ...], first: int, last: int) -> float:
+        """The lowest keep-probability in force for any of ``topics`` at any epoch in
+        ``[first, last]`` (1.0: nothing of theirs was shed then)."""
+        self._check(last)
+        if not self._sheds:
+            return 1.0
+        lo = max(bisect.bisect_right(self._keep_epochs, first) - 1, 0)
+        hi = bisect.bisect_right(self._keep_epochs, last)
+        return min(
+            (keep_for(settings, t) for _e, settings in self._keeps[lo:hi] for t in topics or ("",)),
+            default=1.0,
+        )
 
     # --- questions about many keys at once (the batch path) -------------------------------------
 

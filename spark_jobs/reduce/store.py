@@ -25,48 +25,61 @@ import numpy as np
 
 from spark_jobs.processors.table import Column, Table
 
-_HELD_COLUMNS = {"event_time": Column("int64"), "value": Column("float64")}
+# keep: the probability the record was kept with by load shedding (1.0 in blocks held before it was stored)
+_HELD_COLUMNS = {
+    "event_time": Column("int64"),
+    "value": Column("float64"),
+    "keep": Column("float64", fill=1.0, since=2),
+}
 
 
-_FIELDS = ("key", "run", "seq", "event_time", "value")
+_FIELDS = ("key", "run", "seq", "event_time", "value", "keep")
 
 
 class HeldRecords:
-    """Records held for runs waiting for their state: parallel columns, ``seq`` keeps input order."""
+    """Records held for runs waiting for their state: parallel columns, ``seq`` keeps input order;
+    ``keep``: each record's keep-probability (its sampling terms are added when it is replayed)."""
 
-    __slots__ = ("event_time", "key", "run", "seq", "value")
+    __slots__ = ("event_time", "keep", "key", "run", "seq", "value")
 
     def __init__(
-        self, key: np.ndarray, run: np.ndarray, seq: np.ndarray, event_time: np.ndarray, value: np.ndarray
+        self,
+        key: np.ndarray,
+        run: np.ndarray,
+        seq: np.ndarray,
+        event_time: np.ndarray,
+        value: np.ndarray,
+        keep: np.ndarray | None = None,
     ) -> None:
         self.key = key
         self.run = run
         self.seq = seq
         self.event_time = event_time
         self.value = value
+        self.keep = np.ones(key.size, dtype=np.float64) if keep is None else keep
 
     @classmethod
     def empty(cls) -> HeldRecords:
         i = np.empty(0, dtype=np.int64)
-        return cls(np.empty(0, dtype=object), i, i, i, np.empty(0, dtype=np.float64))
+        f = np.empty(0, dtype=np.float64)
+        return cls(np.empty(0, dtype=object), i, i, i, f, f)
 
     def __len__(self) -> int:
         return int(self.key.size)
 
     def take(self, index: np.ndarray) -> HeldRecords:
-        return HeldRecords(
-            self.key[index], self.run[index], self.seq[index], self.event_time[index], self.value[index]
-        )
+        return HeldRecords(*(getattr(self, f)[index] for f in _FIELDS))
 
     def to_bytes(self) -> bytes:
         """One block (a :class:`~spark_jobs.processors.table.Table`: key, run, seq as its window)."""
-        columns = {"event_time": self.event_time, "value": self.value}
+        columns = {"event_time": self.event_time, "value": self.value, "keep": self.keep}
         return Table(_HELD_COLUMNS, self.key, self.run, self.seq, columns).to_bytes()
 
     @classmethod
     def from_bytes(cls, blob: bytes | memoryview) -> HeldRecords:
         t = Table.from_bytes(_HELD_COLUMNS, blob)
-        return cls(t.key, t.run, t.window, t.columns["event_time"], t.columns["value"])
+        c = t.columns
+        return cls(t.key, t.run, t.window, c["event_time"], c["value"], c["keep"])
 
     @classmethod
     def concat(cls, parts: list[HeldRecords]) -> HeldRecords:
@@ -77,31 +90,24 @@ class HeldRecords:
         joined = cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in _FIELDS))
         return joined.take(np.argsort(joined.seq, kind="stable"))
 
-    def tuples(self) -> list[tuple[str, int, int, int, float]]:
-        return list(
-            zip(
-                self.key.tolist(),
-                self.run.tolist(),
-                self.seq.tolist(),
-                self.event_time.tolist(),
-                self.value.tolist(),
-                strict=True,
-            )
-        )
+    def tuples(self) -> list[tuple[str, int, int, int, float, float]]:
+        return list(zip(*(getattr(self, f).tolist() for f in _FIELDS), strict=True))
 
     @classmethod
-    def of(cls, rows: list[tuple[str, int, int, int, float]]) -> HeldRecords:
+    def of(cls, rows: list[tuple[str, int, int, int, float, float]]) -> HeldRecords:
+        """Records from (key, run, seq, event_time, value, keep) tuples (keep may be left out: 1.0)."""
         if not rows:
             return cls.empty()
         key = np.empty(len(rows), dtype=object)
         key[:] = [r[0] for r in rows]
-        cols = list(zip(*rows, strict=True))
+        keep = np.array([r[5] if len(r) > 5 else 1.0 for r in rows], dtype=np.float64)
         return cls(
             key,
-            np.array(cols[1], dtype=np.int64),
-            np.array(cols[2], dtype=np.int64),
-            np.array(cols[3], dtype=np.int64),
-            np.array(cols[4], dtype=np.float64),
+            np.array([r[1] for r in rows], dtype=np.int64),
+            np.array([r[2] for r in rows], dtype=np.int64),
+            np.array([r[3] for r in rows], dtype=np.int64),
+            np.array([r[4] for r in rows], dtype=np.float64),
+            keep,
         )
 
 
@@ -132,7 +138,7 @@ class DictStore:
 
     def __init__(self) -> None:
         self.buckets: dict[int, bytes] = {}
-        self.held_rows: list[tuple[str, int, int, int, float]] = []
+        self.held_rows: list[tuple[str, int, int, int, float, float]] = []
         self.pieces: dict[str, bytes] = {}
         self.calls = 0  # trips a real store would make into the JVM
         self.written = 0  # bytes handed to the store (what a real one would encode and commit)

@@ -23,6 +23,7 @@ COLUMNS = [
     "kind",
     "key",
     "value",
+    "source_topic",
     "event_time",
     "epoch",
     "covers",
@@ -45,8 +46,10 @@ def row(**kw: Any) -> dict[str, Any]:
     return base
 
 
-def data(key: str, value: float, t: int, epoch: int) -> dict[str, Any]:
-    return row(kind=DATA, key=key, value=value, event_time=t, epoch=epoch)
+def data(key: str, value: float, t: int, epoch: int, topic: str | None = None) -> dict[str, Any]:
+    """A data record routed under ``epoch``; ``topic``: its input topic (None: the envelope names
+    none, so the job's only input topic)."""
+    return row(kind=DATA, key=key, value=value, event_time=t, epoch=epoch, source_topic=topic)
 
 
 def marker(epoch: int, worker: int, *parts: str) -> dict[str, Any]:
@@ -114,6 +117,11 @@ class Worker:
         )
         self.meta = result.meta
         return result
+
+
+def shedding(epoch: int, target: str, keep: float) -> dict[str, Any]:
+    """A ``SHEDDING`` event: keep each record of ``target`` (an input topic or ``*``) with ``keep``."""
+    return make_event(epoch, "SHEDDING", {"target": target, "keep_probability": keep, "reason": "test"})
 
 
 def view_with(*pins: dict[str, int]) -> OwnershipView:

@@ -114,8 +114,18 @@ SAMPLES = {
         "revision": 1,
         "excluded_records": 2,
         "keep_probability": 0.5,
-        "estimated_count": 6.0,
+        "estimated_count": 10.0,
         "relative_error": 0.3,
+        "exact": False,
+        "sampled_records": 5,
+        "estimated_sum": 12.0,
+        "count_std_error": 3.0,
+        "sum_std_error": 4.5,
+        "count_low": 5.0,
+        "count_high": 16.5,
+        "sum_low": 3.2,
+        "sum_high": 20.8,
+        "min_max_are_bounds": True,
     },
 }
 
@@ -289,3 +299,27 @@ def test_records_of_the_previous_release_decode_with_the_new_fields_defaulted():
         "io.ballast.EpochMarker",
         {**marker, "covers": []},
     )
+
+
+def test_results_written_before_they_stated_their_error_read_as_not_known_exact():
+    """An ``OutputResult`` of the previous release (keep_probability 1.0 whatever was shed) decodes
+    with the error fields defaulted to "unknown": not exact, min and max possibly bounds, no
+    estimated sum or interval."""
+    old_schema = json.loads((SCHEMAS_DIR / "previous" / "output_result.v3.avsc").read_text())
+    old_codec = AvroCodec("io.ballast.OutputResult", SchemaStore([SchemaVersion.from_json(old_schema)]))
+    old_fields = {f["name"] for f in old_schema["fields"]}
+    record = {k: v for k, v in SAMPLES["io.ballast.OutputResult"].items() if k in old_fields}
+    decoded = AvroCodec("io.ballast.OutputResult").decode(old_codec.encode(record))
+    assert {k: decoded[k] for k in old_fields} == record
+    assert {k: v for k, v in decoded.items() if k not in old_fields} == {
+        "exact": False,
+        "sampled_records": 0,
+        "estimated_sum": None,
+        "count_std_error": None,
+        "sum_std_error": None,
+        "count_low": None,
+        "count_high": None,
+        "sum_low": None,
+        "sum_high": None,
+        "min_max_are_bounds": True,
+    }

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from ballast.avro.codec import AvroCodec
 from spark_jobs.processors.batch import Results
+from spark_jobs.processors.sampling import SamplingTerms
 from spark_jobs.reduce.engine import ChunkOut, DeadLetter, StepResult
 from spark_jobs.reduce.outputs import OUTPUT_SCHEMA, RESULT, OutputEncoder
 
@@ -83,3 +85,47 @@ def test_a_step_without_results_has_the_same_columns() -> None:
     frame = OutputEncoder(TOPICS, worker=0, job="agg").frame(StepResult(stats=stats()), now_ms=1)
     assert list(frame.columns) == [c.strip().split(" ")[0] for c in OUTPUT_SCHEMA.split(",")]
     assert list(frame.topic) == ["m"]
+
+
+def test_results_state_their_error_in_columns() -> None:
+    """The first row nothing was shed from: exact, its estimates what it saw. The second: 2 of
+    its 3 counted records kept with p = 1/2 (values 2 and 4). The third: a per-key processor's row
+    built under shedding: no estimate (nulls), relative error infinite."""
+    results = Results(
+        key=np.array(["a", "b", "c"], dtype=object),
+        window_start=np.zeros(3, dtype=np.int64),
+        window_end=np.full(3, 1000),
+        count=np.array([2, 3, 1]),
+        sum=np.array([3.0, 7.0, 5.0]),
+        min=np.array([1.0, 1.0, 5.0]),
+        max=np.array([2.0, 4.0, 5.0]),
+        revision=np.zeros(3, dtype=np.int32),
+        excluded=np.array([1, 0, 0]),
+        terms=SamplingTerms(
+            sampled=np.array([0, 2, 0]),
+            count=np.array([0.0, 2.0, 0.0]),
+            sum=np.array([0.0, 6.0, 0.0]),
+            var_count=np.array([0.0, 4.0, 0.0]),
+            var_sum=np.array([0.0, 2 * (4 + 16), 0.0]),
+            opaque_keep=np.array([np.nan, np.nan, 0.5]),
+        ),
+    )
+    frame = OutputEncoder(TOPICS, worker=1, job="agg").frame(StepResult(results=results, stats=stats()), 5)
+    exact, shed, opaque = (frame.iloc[i] for i in range(3))
+    assert (exact.r_exact, exact.r_sampled, exact.r_keep, exact.r_rel_error) == (True, 0, 1.0, 0.0)
+    assert (exact.r_est_count, exact.r_count_low, exact.r_count_high) == (3.0, 3.0, 3.0)
+    assert (exact.r_est_sum, exact.r_sum_low, exact.r_sum_high, exact.r_count_se) == (3.0, 3.0, 3.0, 0.0)
+    t = 12.706204736  # one degree of freedom
+    assert (shed.r_exact, shed.r_sampled, shed.r_est_count, shed.r_est_sum) == (False, 2, 5.0, 13.0)
+    assert (shed.r_count_se, shed.r_keep, shed.r_rel_error) == (2.0, 3 / 5, 2 / 5)
+    assert (shed.r_count_low, shed.r_count_high) == (3.0, 5 + 2 * t)
+    assert shed.r_sum_high == pytest.approx(13 + t * np.sqrt(40))
+    assert (opaque.r_exact, opaque.r_keep, opaque.r_est_count, np.isinf(opaque.r_rel_error)) == (
+        False,
+        0.5,
+        1,
+        True,
+    )
+    assert np.isnan([opaque.r_est_sum, opaque.r_count_se, opaque.r_count_low, opaque.r_sum_high]).all()
+    others = frame[frame.row_kind != RESULT]  # not results: every estimate column null
+    assert others.r_exact.isna().all() and others.r_est_count.isna().all() and others.r_sampled.isna().all()
