@@ -104,12 +104,6 @@ class ControlState:
         """Keep-probability of an input topic / job: its own setting, else ``*``, else 1.0."""
         return keep_for(self.keep_probability, target)
 
-
-def keep_for(keep_probability: Mapping[str, float], target: str) -> float:
-    """The one rule for which ``SHEDDING`` setting applies to ``target``: its own, else ``*``, else 1.0
-    (routers apply it to each record of an input topic; the reduce asks it again to scale results)."""
-    return float(keep_probability.get(target, keep_probability.get("*", 1.0)))
-
     def seed_for(self, target: str) -> int:
         """Seed of the shedding setting in force for ``target`` (the one :meth:`keep_for` reads:
         its own, else ``*``'s; 0 without either). The keep draw is
@@ -117,6 +111,12 @@ def keep_for(keep_probability: Mapping[str, float], target: str) -> float:
         kp = self.keep_probability
         setting = target if target in kp else "*"
         return int(self.shed_seed.get(setting, 0))
+
+
+def keep_for(keep_probability: Mapping[str, float], target: str) -> float:
+    """The one rule for which ``SHEDDING`` setting applies to ``target``: its own, else ``*``, else 1.0
+    (routers apply it to each record of an input topic; the reduce asks it again to scale results)."""
+    return float(keep_probability.get(target, keep_probability.get("*", 1.0)))
 
 
 def initial_state(routed_partitions: int, active_workers: int = 0) -> ControlState:
