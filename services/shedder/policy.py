@@ -46,12 +46,13 @@ smaller than ``min_change`` is not made, except one that reaches 1 or the minimu
 sends no request for noise. A keep in force below the stream's minimum is raised to it at once.
 
 **Capacity.** ``service_rate`` is the pipeline's measured processing rate. It is the capacity only
-while the pipeline is saturated: some lag of a cycle or more (the oldest unread record waited the
-whole cycle: there was work all along) or rising. While it keeps up, the processing rate is just
-the kept load. So the policy remembers the last saturated rate and otherwise plans with the larger
-of that and the rate now: a throughput measured under shedding is never read as a smaller capacity
-(which would ratchet the shedding down cycle after cycle). With nothing remembered (after a
-restart), a calm pipeline lifts by steps, as if the capacity were unbounded, until it saturates.
+while the pipeline is saturated: some lag over its lift threshold, or rising ``rising_cycles`` in a
+row (not any lag, nor a single rise: a micro-batch reduce has both while it keeps up). While it
+keeps up, the processing rate is just the kept load. So the policy remembers the last saturated
+rate and otherwise plans with the larger of that and the rate now: a throughput measured under
+shedding is never read as a smaller capacity (which would ratchet the shedding down cycle after
+cycle). With nothing remembered (after a restart), a calm pipeline lifts by steps, as if the
+capacity were unbounded, until it saturates.
 """
 
 from __future__ import annotations
@@ -243,7 +244,7 @@ class SheddingPolicy:
         for topic, o in obs.items():
             self._rising[topic] = self._rising[topic] + 1 if o.trend is Trend.RISING else 0
 
-        capacity = self._capacity_now(obs, service_rate, cycle_s)
+        capacity = self._capacity_now(obs, service_rate)
         backlog = sum(o.waiting() for o in obs.values())
         wait_s = backlog / capacity if capacity > 0 else (math.inf if backlog > 0 else 0.0)
         horizon = max(cfg.drain_horizon_s, cycle_s)
@@ -300,10 +301,15 @@ class SheddingPolicy:
         reason = self._reason(status, mode, feasible, triggers, outcomes, figures, horizon)
         return Decision(status, reason, mode, outcomes, *figures)
 
-    def _capacity_now(self, obs: Mapping[str, Observation], service_rate: float, cycle_s: float) -> float:
-        # saturated: a lag of a cycle or more (the oldest unread record waited the whole cycle, so
-        # there was work all cycle long) or a rising one (records came faster than they were read)
-        if any(o.lag_s >= cycle_s or o.trend is Trend.RISING for o in obs.values()):
+    def _capacity_now(self, obs: Mapping[str, Observation], service_rate: float) -> float:
+        # saturated: some lag over its lift threshold or rising `rising_cycles` in a row. Not any
+        # lag, nor one rise: a micro-batch reduce has a lag, and a saw-tooth, even when it keeps up
+        cfg = self.settings
+        lift = 1.0 - cfg.lift_margin
+        if any(
+            o.lag_s >= self.streams[t].target_s * lift or self._rising[t] >= cfg.rising_cycles
+            for t, o in obs.items()
+        ):
             self._capacity = service_rate
             return service_rate
         return max(service_rate, self._capacity or 0.0)

@@ -175,7 +175,7 @@ def test_priority_in_one_cycle_only_the_lower_stream_sheds():
 
 def test_a_throughput_measured_under_shedding_is_not_read_as_a_smaller_capacity():
     policy = one()
-    policy.decide(obs(keep=0.5, lag=10.0, arrival=1200.0), 1000.0, CYCLE)  # saturated: 1000/s
+    policy.decide(obs(keep=0.5, lag=20.0, arrival=1200.0), 1000.0, CYCLE)  # saturated: 1000/s
     # calm at keep 0.5: the pipeline processes 600/s, all it is given; planned with 1000/s:
     # budget 950 -> goal 950 / 1200 = 0.792 (with 600/s it would be 570 < 600: no lift at all)
     d = policy.decide(obs(keep=0.5, lag=0.0, arrival=1200.0), 600.0, CYCLE)

@@ -47,11 +47,13 @@ def drive(
     smoothing: float = 1.0,
     seed: int = 7,
     keep: dict[str, float] | None = None,
+    capacity_at: Callable[[int], float] | None = None,
 ) -> list[Cycle]:
     """Run ``cycles`` policy cycles. ``noise``: each cycle's offered rates vary by this relative
     standard deviation (the real input wobbles); ``smoothing``: the weight of the newest cycle in the
     measured arrival rate (an EWMA, as an estimator smooths; 1 = the last cycle's exact rate);
-    ``keep``: the keep-probabilities in force at the start (default 1)."""
+    ``keep``: the keep-probabilities in force at the start (default 1); ``capacity_at``: the
+    pipeline's capacity in each cycle (default CAPACITY throughout)."""
     rng = random.Random(seed)
     topics = [s.topic for s in streams]
     policy = SheddingPolicy(settings or PolicySettings(), streams)
@@ -62,6 +64,8 @@ def drive(
     out = []
     for i in range(cycles):
         rates = {t: r * max(0.0, 1.0 + rng.gauss(0.0, noise)) if noise else r for t, r in rates_at(i).items()}
+        if capacity_at is not None:
+            pipe.capacity = capacity_at(i)
         pipe.advance(CYCLE_S, rates, keep)
         lag = pipe.lag_s()
         step = lag - last_lag
@@ -123,6 +127,19 @@ def test_with_shedding_off_the_same_overload_grows_without_bound():
     lags = [c.lag_s for c in run[ONSET:]]
     assert all(b > a for a, b in itertools.pairwise(lags)) and lags[-1] > 80
     assert {c.status for c in run[ONSET + 1:]} == {Status.CANNOT_HOLD}
+
+
+def test_a_capacity_that_drops_under_the_load_is_learned_and_shed_for():
+    # 800/s throughout; from cycle 10 the pipeline processes only 500/s (a worker lost), 1.6x
+    streams = [StreamDeclaration("in", 30.0, min_accuracy=0.1)]
+    run = drive(streams, lambda i: {"in": 800.0}, 40, capacity_at=lambda i: 1000.0 if i < 10 else 500.0)
+    assert all(c.keep["in"] == 1.0 for c in run[:10])
+    caught = first(run, lambda c: c.keep["in"] * 800.0 <= 500.0, 10)
+    assert caught is not None and caught - 10 < 3, [c.keep for c in run[10:14]]
+    assert max(c.lag_s for c in run) < 30.0 and run[-1].lag_s < 1.0
+    # planned with the 500/s it measured under backlog: 0.95 * 500 / 800, or under it by less
+    # than the smallest move made (the drain overshoots a little, and 0.05 is not worth a request)
+    assert 0.95 * 500 / 800 - 0.05 < run[-1].keep["in"] <= 0.95 * 500 / 800
 
 
 @pytest.mark.parametrize("smoothing", [1.0, 0.5])
