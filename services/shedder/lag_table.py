@@ -83,6 +83,7 @@ class Added(StrEnum):
     INSERTED = "inserted"
     UPDATED = "updated"  # a plateau's last point moved to the new time
     OUT_OF_ORDER = "out-of-order"  # not after the newest point: ignored
+    INVALID = "invalid"  # a negative offset (Kafka's "none") or a time that is not finite: ignored
     RESET = "reset"  # the end offset went back: the table restarted from this point
 
 
@@ -137,8 +138,10 @@ class LagTable:
     def add(self, end_offset: int, time: float) -> Added:
         """Record that the partition's end offset was ``end_offset`` at ``time``."""
         offsets, times = self._offsets, self._times
+        if end_offset < 0 or not math.isfinite(time):
+            return Added.INVALID
         if offsets:
-            if time <= times[-1] or math.isnan(time):
+            if time <= times[-1]:
                 return Added.OUT_OF_ORDER
             if end_offset < offsets[-1]:
                 offsets.clear()
@@ -195,7 +198,7 @@ class LagTable:
         newest end offset the table holds, never negative.
         """
         newest = self.newest
-        if newest is None:
+        if newest is None or committed < 0:  # negative: Kafka's "no committed offset"
             return TimeLag(math.nan, 0, Kind.UNKNOWN)
         if log_start is not None and committed < log_start:
             committed = min(log_start, newest.offset)

@@ -43,8 +43,8 @@ class RateMeter:
     def update(self, value: int, time: float) -> float | None:
         """Fold the counter's ``value`` at ``time`` in; returns the smoothed rate."""
         last = self._last
-        if last is not None and not time > last[1]:
-            return self.rate
+        if value < 0 or not math.isfinite(time) or (last is not None and time <= last[1]):
+            return self.rate  # Kafka's "no offset" (negative), a broken clock, or not after the last
         self._last = (value, time)
         if last is None or value < last[0]:
             return self.rate

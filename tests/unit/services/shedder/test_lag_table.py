@@ -105,8 +105,18 @@ def test_a_point_not_after_the_newest_is_ignored():
     table.add(200, 20.0)
     assert table.add(300, 20.0) is Added.OUT_OF_ORDER
     assert table.add(300, 15.0) is Added.OUT_OF_ORDER
-    assert table.add(300, math.nan) is Added.OUT_OF_ORDER
     assert table.points == [Point(100, 10.0), Point(200, 20.0)]
+
+
+def test_kafka_s_no_offset_and_broken_times_are_ignored():
+    table = LagTable()
+    assert table.add(100, math.nan) is Added.INVALID  # even as the first point
+    assert table.add(-1, 5.0) is Added.INVALID  # Kafka's "no offset"
+    assert table.add(100, 10.0) is Added.INSERTED
+    assert table.add(300, math.inf) is Added.INVALID
+    assert table.points == [Point(100, 10.0)]
+    lag = table.time_lag(-1001, now=20.0)  # no committed offset: no lag known
+    assert math.isnan(lag.seconds) and lag.kind is Kind.UNKNOWN
 
 
 def test_a_log_that_went_back_restarts_the_table():

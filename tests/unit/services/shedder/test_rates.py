@@ -53,6 +53,16 @@ def test_offsets_that_go_back_or_times_that_do_not_advance_make_no_interval():
     assert meter.update(1_050, 21.0) == pytest.approx(100.0)  # 50 -> 1,050 in 10 s: 100/s again
 
 
+def test_kafka_s_no_offset_and_broken_times_are_ignored():
+    meter = RateMeter()
+    assert meter.update(100, math.nan) is None  # even as the first sample
+    meter.update(-1001, 1.0)
+    meter.update(100, 2.0)
+    meter.update(-1, 3.0)
+    meter.update(300, math.inf)
+    assert meter.update(400, 5.0) == pytest.approx(100.0)  # 100 at 2 s to 400 at 5 s
+
+
 def test_a_group_s_rates_are_its_partitions_summed_and_the_lag_grows_by_their_difference():
     # three partitions: arrivals 100, 300 and 20/s; the group consumes 150, 100 and 0/s (stalled)
     arrival, service = (100, 300, 20), (150, 100, 0)
