@@ -131,6 +131,8 @@ class ReduceProgress:
     end_offsets: list[int]  # per routed partition, exclusive; -1: not known
     watermark_ms: int = 0
     processed_rows_per_s: float = 0.0
+    # per routed partition, the log end Spark saw when planning the batch; []: an older writer
+    latest_offsets: list[int] = field(default_factory=list)
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> ReduceProgress:

@@ -46,11 +46,14 @@ def ran_batch(progress: dict[str, Any]) -> bool:
     return "addBatch" in progress.get("durationMs", {})
 
 
-def end_offsets(progress: dict[str, Any], topic: str, partitions: int) -> list[int]:
-    """Per partition of ``topic``, the offset the batch read up to (-1: the source does not say)."""
+def end_offsets(progress: dict[str, Any], topic: str, partitions: int, which: str = "endOffset") -> list[int]:
+    """Per partition of ``topic``, the offset the batch read up to (-1: the source does not say).
+
+    ``which="latestOffset"``: the log end the source saw when the batch was planned instead.
+    """
     ends = [-1] * partitions
     for source in progress.get("sources", ()):
-        raw = source.get("endOffset")
+        raw = source.get(which)
         offsets = json.loads(raw) if isinstance(raw, str) else raw
         for p, off in ((offsets or {}).get(topic) or {}).items():
             if 0 <= int(p) < partitions:
@@ -70,6 +73,7 @@ def progress_metric(job: str, progress: dict[str, Any], routed_topic: str, parti
         "end_offsets": end_offsets(progress, routed_topic, partitions),
         "watermark_ms": _ms(progress.get("eventTime", {}).get("watermark")),
         "processed_rows_per_s": float(progress.get("processedRowsPerSecond") or 0.0),
+        "latest_offsets": end_offsets(progress, routed_topic, partitions, "latestOffset"),
     }
     return metrics_record(
         f"{job}/driver", start, start + durations.get("triggerExecution", 0), "ReduceProgress", body

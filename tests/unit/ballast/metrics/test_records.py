@@ -3,9 +3,11 @@ records decode with the new fields at their defaults, and the reduce's progress 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from ballast.avro.codec import AvroCodec
+from ballast.avro.codec import AvroCodec, SchemaStore, SchemaVersion
 from ballast.metrics.records import (
     ChunkMove,
     HeavyHitter,
@@ -17,6 +19,7 @@ from ballast.metrics.records import (
     metric_of,
     metrics_record,
 )
+from ballast.paths import SCHEMAS_DIR
 
 CODEC = AvroCodec("io.ballast.MetricsRecord")
 
@@ -51,6 +54,7 @@ PROGRESS = {
     "end_offsets": [10, 20, -1],
     "watermark_ms": 123,
     "processed_rows_per_s": 400.0,
+    "latest_offsets": [12, 20, -1],
 }
 LAG = {
     "group": "g",
@@ -92,6 +96,18 @@ def test_fields_a_newer_writer_adds_are_ignored_and_missing_ones_take_defaults()
     assert isinstance(body, WorkerStats) and body.late_records == 0 and body.frontier_epoch == -1
     with pytest.raises(ValueError, match="unknown metrics body"):
         body_of("io.ballast.Nope", {})
+
+
+def test_reduce_progress_of_the_previous_release_decodes_without_latest_offsets():
+    """``metrics.v6`` is the schema before ``latest_offsets``: its records still decode, with ``[]``."""
+    v6 = SchemaVersion.from_json(json.loads((SCHEMAS_DIR / "previous" / "metrics.v6.avsc").read_text()))
+    old = {k: v for k, v in PROGRESS.items() if k != "latest_offsets"}
+    value = AvroCodec("io.ballast.MetricsRecord", SchemaStore([v6])).encode(
+        metrics_record("j/driver", 1, 2, "ReduceProgress", old)
+    )
+    body = metric_of(CODEC.decode(value)).body
+    assert isinstance(body, ReduceProgress) and body.latest_offsets == [] and body.end_offsets == [10, 20, -1]
+    assert CODEC.schema.fingerprint != v6.fingerprint
 
 
 def test_reduce_progress_covers_only_what_every_partition_read():

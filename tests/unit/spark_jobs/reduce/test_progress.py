@@ -32,6 +32,7 @@ SPARK_PROGRESS = {
             "description": "KafkaV2[Subscribe[p.routed]]",
             "startOffset": {"p.routed": {"0": 0, "1": 0}},
             "endOffset": json.dumps({"p.routed": {"0": 120, "1": 80, "7": 3}}),
+            "latestOffset": {"p.routed": {"0": 150, "1": 80, "7": 3}},  # capped: partition 0 is behind
         }
     ],
 }
@@ -45,6 +46,7 @@ def test_a_batch_becomes_one_reduce_progress_record():
     assert isinstance(body, ReduceProgress) and metric.source == "job-1/driver"
     assert (body.job, body.batch_id, body.input_rows) == ("job-1", 12, 3000)
     assert body.end_offsets == [120, 80, -1, -1, -1, -1, -1, 3]
+    assert body.latest_offsets == [150, 80, -1, -1, -1, -1, -1, 3]
     kept = ("addBatch", "latestOffset", "queryPlanning", "triggerExecution", "walCommit", "commitOffsets")
     assert body.durations_ms == {k: SPARK_PROGRESS["durationMs"][k] for k in kept}  # getBatch dropped
     assert body.watermark_ms == 1_767_225_610_000
@@ -56,6 +58,8 @@ def test_idle_triggers_and_other_topics_are_left_out():
     idle = {**SPARK_PROGRESS, "durationMs": {"triggerExecution": 3, "latestOffset": 2}}
     assert ran_batch(SPARK_PROGRESS) and not ran_batch(idle)
     assert end_offsets(SPARK_PROGRESS, "other.routed", 2) == [-1, -1]
+    no_latest = {**SPARK_PROGRESS, "sources": [{**SPARK_PROGRESS["sources"][0], "latestOffset": None}]}
+    assert end_offsets(no_latest, "p.routed", 2, "latestOffset") == [-1, -1]  # a source that does not say
     assert as_dict(json.dumps(SPARK_PROGRESS)) == SPARK_PROGRESS
 
 
