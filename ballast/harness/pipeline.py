@@ -4,7 +4,8 @@ Why one harness: the router tests, the reduce tests, the demo and the benchmarks
 own router-in-a-thread or router argv, their own follower of the output topic, their own reader
 of worker statistics and their own "flush". A :class:`Pipeline` is what they share:
 
-* services start as their own commands (``ballast router run``, ``ballast reduce run|submit``)
+* services start as their own commands (``ballast router run``, ``ballast reduce run|submit``,
+  ``ballast controller run``, ``ballast shedder run``)
   through the local stack's supervisor (:mod:`ballast.devstack.services`), in a folder of their
   own, and stop (SIGTERM), or die (SIGKILL to every process group below them), on request;
 * the connection reaches them as flags, its secrets through their environment;
@@ -156,6 +157,13 @@ class Pipeline:
         args = ("controller", "run", "--controller-id", controller_id, "--prefix", self.layout.prefix,
                 *flags(settings), *extra)  # fmt: skip
         return self.command(name or f"controller-{controller_id}", "controller", *args)
+
+    def shedder(self, *extra: str, name: str = "shedder", **settings: Any) -> ServiceCommand:
+        """The command of a shedder (``ballast shedder run``) of this deployment. Stream declarations
+        hold commas, so they go in ``extra`` (``"--stream", "topic=T,target=20s,min-accuracy=0.2"``),
+        not through ``settings``, whose list values :func:`flags` joins with commas."""
+        args = ("shedder", "run", "--prefix", self.layout.prefix, *flags(settings), *extra)
+        return self.command(name, "shedder", *args)
 
     def reduce(
         self, job: str, processor: str, *extra: str, master: str = "", **settings: Any
