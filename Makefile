@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 CACHE ?= .cache
 ARGS ?=
 
-.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-controller bench-router bench-router-compare bench-router-startup bench-reduce bench-reduce-throughput bench-reduce-soak bench-control bench-migration clean-cache
+.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-controller bench-router bench-router-compare bench-router-startup bench-reduce bench-reduce-throughput bench-reduce-soak bench-control bench-migration bench-shed clean-cache
 
 setup:
 	@bash deploy/setup.sh
@@ -25,7 +25,7 @@ test-integration: setup
 lint: setup
 	$(VENV)/bin/ruff check ballast services spark_jobs tests bench docs/examples
 
-bench: bench-codec bench-planner bench-controller bench-router bench-router-startup bench-reduce bench-control bench-migration
+bench: bench-codec bench-planner bench-controller bench-router bench-router-startup bench-reduce bench-control bench-migration bench-shed
 
 bench-codec: setup
 	$(PY) bench/codec_bench.py $(ARGS)
@@ -65,3 +65,7 @@ bench-control: setup
 # the controller's pacing modes on the Spark reduce (bench/results/migration.json and .png; ARGS=--quick)
 bench-migration: setup
 	$(PY) -m bench.migration $(ARGS)
+
+# load shedding under 2x overload, on and off (bench/results/shed.json and .png; ARGS=--quick)
+bench-shed: setup
+	$(PY) -m bench.shed $(ARGS)
