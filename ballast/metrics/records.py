@@ -107,13 +107,20 @@ class WorkerStats:
 
 @dataclass(frozen=True)
 class LagSample:
+    """One group's (or reduce job's) lag on one partition, as the shedder measured it."""
+
     group: str
     topic: str
     partition: int
     committed_offset: int
     end_offset: int
     lag_records: int
-    lag_seconds: float
+    lag_seconds: float  # the age of the oldest record not yet processed (NaN: not known)
+    stage: str = ""  # "router" (a group's committed offsets) or "reduce" (a job's ReduceProgress)
+    status: str = ""  # the partition's Burrow-style status: OK, WARN, STALL, STOP, ERR
+    group_status: str = ""  # the group's: its worst partition's
+    arrival_rate: float = 0.0  # records/s appended to the partition
+    service_rate: float = 0.0  # records/s the group consumed from it
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> LagSample:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Self
 
 from ballast.settings import Settings, SettingsError, setting
+from services.shedder.lag_status import StatusRules
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-z]*)\s*$")
@@ -297,3 +298,62 @@ class PolicySettings(Settings):
             except ValueError as exc:
                 raise SettingsError(f"{where}: {exc}") from None
         return _unique(found)
+
+
+@dataclass(frozen=True)
+class ShedderSettings(Settings):
+    """The service's own knobs (``ballast shedder run -h``); the policy's are :class:`PolicySettings`.
+
+    Why these defaults: offsets are sampled every second, so a 5 s cycle sees five points per
+    partition and a lag shorter than the cycle is still resolved (kafka-lag-exporter's 30 s poll
+    suits dashboards, not a controller). Rates forget with a 10 s time constant: a 2x step is
+    seen at 40% after one cycle and 63% after two, when the rising trigger fires; 30 s would plan
+    that cycle with a rate a quarter of the way there. The shedder's id is stable (the prefix's by
+    default), because the request ids derived from it are what the controller deduplicates across
+    a restart; a random id would make a resend after a crash a second request.
+    """
+
+    ENV_PREFIX: ClassVar[str] = "BALLAST_SHEDDER_"
+
+    shedder_id: str = setting(
+        "", "this shedder's id: its request ids, its faust app and consumer group (default: <prefix>-shedder)"
+    )
+    router_group: str = setting("ballast-router", "consumer group of the routers (their committed offsets)")
+    reduce_jobs: str = setting(
+        "", "comma-separated reduce job ids whose ReduceProgress counts (default: every job that reports)"
+    )
+    sample_s: float = setting(1.0, "log-end and committed offsets are sampled this often", minimum=0.05)
+    trend_tolerance_s: float = setting(
+        1.0, "a stream's lag is rising (falling) when it moved more than this since the last cycle", minimum=0
+    )
+    rate_tau_s: float = setting(10.0, "time constant of the smoothed arrival and service rates", minimum=0.1)
+    table_capacity: int = setting(64, "points kept per partition to turn offsets into time", minimum=3)
+    status_window: int = setting(5, "evaluations a partition's status is judged over (Burrow's window)",
+                                 minimum=2)  # fmt: skip
+    allowed_lag_s: float = setting(0.0, "a time lag up to this counts as none for the status", minimum=0)
+    stop_after_s: float = setting(
+        60.0, "a consumer silent this long, with records older than that unread, is STOP", minimum=0.1
+    )
+    metrics_from: str = setting(
+        "latest",
+        "where the shedder's first start reads the metrics topic (later starts: where it left off)",
+        choices=("latest", "earliest"),
+    )
+    session_timeout_s: float = setting(
+        10.0, "consumer group session of the metrics agent (a restart rejoins at once: static member)",
+        minimum=6,
+    )
+    publish_lag: bool = setting(True, "publish a LagSample per group and partition every cycle")
+    dry_run: bool = setting(False, "decide and log, send no SHEDDING request")
+    metrics_port: int = setting(0, "Prometheus /metrics port (0: off)", minimum=0)
+    metrics_host: str = setting("127.0.0.1", "address the Prometheus endpoint binds (loopback by default)")
+    log_level: str = setting("info", "log level", choices=("debug", "info", "warning", "error"))
+
+    def resolved_id(self, prefix: str) -> str:
+        return self.shedder_id or f"{prefix}-shedder"
+
+    def jobs(self) -> frozenset[str]:
+        return frozenset(j.strip() for j in self.reduce_jobs.split(",") if j.strip())
+
+    def status_rules(self) -> StatusRules:
+        return StatusRules(self.status_window, self.allowed_lag_s, self.stop_after_s)

@@ -117,3 +117,19 @@ def test_reduce_progress_covers_only_what_every_partition_read():
     assert not progress.covers({0: 11})
     assert not progress.covers({2: 1})  # unknown (-1) is not read
     assert not progress.covers({3: 1})  # a partition the batch did not know
+
+
+def test_lag_sample_of_the_previous_release_decodes_with_its_new_fields_defaulted():
+    """``metrics.v7`` is the schema before LagSample's stage, status and rates: its samples still decode."""
+    v7 = SchemaVersion.from_json(json.loads((SCHEMAS_DIR / "previous" / "metrics.v7.avsc").read_text()))
+    value = AvroCodec("io.ballast.MetricsRecord", SchemaStore([v7])).encode(
+        metrics_record("shedder", 1, 2, "LagSample", LAG)
+    )
+    body = metric_of(CODEC.decode(value)).body
+    assert isinstance(body, LagSample) and (body.lag_records, body.lag_seconds) == (4, 0.5)
+    assert (body.stage, body.status, body.group_status, body.arrival_rate) == ("", "", "", 0.0)
+    assert CODEC.schema.fingerprint != v7.fingerprint
+    full = {**LAG, "stage": "router", "status": "WARN", "group_status": "STALL", "arrival_rate": 3.5,
+            "service_rate": 1.0}  # fmt: skip
+    again = metric_of(CODEC.decode(CODEC.encode(metrics_record("s", 1, 2, "LagSample", full)))).body
+    assert again == LagSample(**full)

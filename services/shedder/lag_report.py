@@ -1,0 +1,155 @@
+"""``ballast lag``: the latest ``LagSample`` of every group and partition, read from the metrics topic.
+
+Why read the shedder's samples and not measure once: a lag in time needs the partition's end
+offsets *over time* (the table of :mod:`services.shedder.lag_table`), and a one-shot command has one
+point, so it could only extrapolate from the last few seconds' rate, which is wrong after any
+change of rate. The shedder keeps that history and publishes what it measured every cycle; this
+command reads the samples of the last ``--within-s`` seconds (from the offsets at that time, not the
+whole topic) and keeps the newest per group and partition. With no shedder running there are none,
+and the command says so (exit 1).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ballast.kafka.configuration import KafkaConfig
+from ballast.metrics.records import LagSample, Metric
+
+STATUS_ORDER = ("", "OK", "WARN", "STALL", "STOP", "ERR")
+
+
+@dataclass(frozen=True)
+class GroupReport:
+    """One group (a router group or a reduce job) as its newest samples say."""
+
+    group: str
+    stage: str
+    status: str
+    lag_seconds: float  # the largest partition's (NaN: none known)
+    lag_records: int  # summed over partitions
+    arrival_rate: float
+    service_rate: float
+    partitions: tuple[LagSample, ...]
+    measured_ms: int  # when the newest of them was measured (wall clock)
+    source: str  # the shedder that measured it
+
+    def as_dict(self, with_partitions: bool = False) -> dict:
+        out = {
+            "group": self.group,
+            "stage": self.stage,
+            "status": self.status,
+            "lag_seconds": None if math.isnan(self.lag_seconds) else round(self.lag_seconds, 3),
+            "lag_records": self.lag_records,
+            "arrival_rate": round(self.arrival_rate, 3),
+            "service_rate": round(self.service_rate, 3),
+            "partitions": len(self.partitions),
+            "measured_ms": self.measured_ms,
+            "source": self.source,
+        }
+        if with_partitions:
+            out["by_partition"] = [
+                {
+                    "topic": p.topic,
+                    "partition": p.partition,
+                    "committed_offset": p.committed_offset,
+                    "end_offset": p.end_offset,
+                    "lag_records": p.lag_records,
+                    "lag_seconds": None if math.isnan(p.lag_seconds) else round(p.lag_seconds, 3),
+                    "status": p.status,
+                }
+                for p in self.partitions
+            ]
+        return out
+
+
+def newest_samples(metrics: Iterable[Metric]) -> dict[tuple[str, str, int], tuple[Metric, LagSample]]:
+    """The newest sample per (group, topic, partition), by its measuring time (the interval end)."""
+    newest: dict[tuple[str, str, int], tuple[Metric, LagSample]] = {}
+    for m in metrics:
+        body = m.body
+        if not isinstance(body, LagSample):
+            continue
+        key = (body.group, body.topic, body.partition)
+        if key not in newest or m.interval_end >= newest[key][0].interval_end:
+            newest[key] = (m, body)
+    return newest
+
+
+def group_reports(metrics: Iterable[Metric]) -> list[GroupReport]:
+    """One report per group, by stage (router first) and name; only a group's newest measurement counts
+    (a partition last sampled in an older cycle than the group's newest is left out)."""
+    by_group: dict[str, list[tuple[Metric, LagSample]]] = {}
+    for m, s in newest_samples(metrics).values():
+        by_group.setdefault(s.group, []).append((m, s))
+    reports = []
+    for group, found in by_group.items():
+        latest = max(m.interval_end for m, _ in found)
+        current = sorted(
+            ((m, s) for m, s in found if m.interval_end == latest), key=lambda x: (x[1].topic, x[1].partition)
+        )
+        samples = tuple(s for _, s in current)
+        known = [s.lag_seconds for s in samples if not math.isnan(s.lag_seconds)]
+        status = max((s.group_status for s in samples), key=lambda x: STATUS_ORDER.index(x)
+                     if x in STATUS_ORDER else 0)  # fmt: skip
+        reports.append(
+            GroupReport(
+                group,
+                samples[0].stage,
+                status or "?",
+                max(known) if known else math.nan,
+                sum(s.lag_records for s in samples),
+                sum(s.arrival_rate for s in samples),
+                sum(s.service_rate for s in samples),
+                samples,
+                latest,
+                current[0][0].source,
+            )
+        )
+    return sorted(reports, key=lambda r: (r.stage != "router", r.stage, r.group))
+
+
+def read_lag_metrics(kafka: KafkaConfig, topic: str, within_s: float, timeout: float = 30.0) -> list[Metric]:
+    """Every metric published on ``topic`` in the last ``within_s`` seconds (read up to its end now)."""
+    from confluent_kafka import TopicPartition
+
+    from ballast.kafka.admin import make_admin, partition_count
+    from ballast.kafka.clients import make_consumer
+    from ballast.metrics.reader import MetricsReader
+
+    consumer = make_consumer(kafka, f"ballast-lag-{time.monotonic_ns():x}")
+    try:
+        n = partition_count(make_admin(kafka), topic)
+        since = int((time.time() - within_s) * 1000)
+        found = consumer.offsets_for_times(
+            [TopicPartition(topic, p, since) for p in range(n)], timeout=timeout
+        )
+        start = {
+            tp.partition: tp.offset if tp.offset >= 0 else consumer.get_watermark_offsets(
+                TopicPartition(topic, tp.partition), timeout=timeout)[1]
+            for tp in found
+        }  # fmt: skip
+    finally:
+        consumer.close()
+    with MetricsReader(kafka, topic, start) as reader:
+        return reader.read_to_end(timeout)
+
+
+def format_table(reports: list[GroupReport], now_ms: int, with_partitions: bool = False) -> str:
+    """The reports as aligned lines for people."""
+    rows = [("STAGE", "GROUP", "STATUS", "LAG", "RECORDS", "IN/S", "OUT/S", "PARTS", "AGE")]
+    for r in reports:
+        lag = "?" if math.isnan(r.lag_seconds) else f"{r.lag_seconds:.1f}s"
+        age = f"{max(0, now_ms - r.measured_ms) / 1000:.0f}s"
+        rows.append((r.stage, r.group, r.status, lag, f"{r.lag_records:,}", f"{r.arrival_rate:.0f}",
+                     f"{r.service_rate:.0f}", str(len(r.partitions)), age))  # fmt: skip
+        if with_partitions:
+            for p in r.partitions:
+                plag = "?" if math.isnan(p.lag_seconds) else f"{p.lag_seconds:.1f}s"
+                rows.append(("", f"  {p.topic}[{p.partition}]", p.status, plag, f"{p.lag_records:,}",
+                             f"{p.arrival_rate:.0f}", f"{p.service_rate:.0f}", "", ""))  # fmt: skip
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows)

@@ -1,0 +1,236 @@
+"""``ballast shedder run``'s work, without faust: what one sample, one metrics record and one cycle do.
+
+* **A metrics record** (:meth:`Shedder.on_metric`): a ``ReduceProgress`` becomes its job's position
+  on the routed topic (its ``end_offsets``) and proof the job is alive. A record that does not
+  decode is counted and logged, never raised: metrics are observations, and one bad record must not
+  stop the reader of all the others (the same rule as :class:`~ballast.metrics.reader.MetricsReader`;
+  metrics have no dead-letter topic, their producers own them).
+* **A sample** (:meth:`Shedder.sample`): the routers' committed offsets, then every partition's log
+  end, into the :class:`~services.shedder.tracker.LagTracker`; each reduce job judged at its latest
+  progress.
+* **A cycle** (:meth:`Shedder.cycle`): the control log folded to now (the keeps in force), the
+  streams observed (:mod:`services.shedder.observations`), the policy asked, and for each change a
+  ``SHEDDING`` request with the id :func:`~services.shedder.keeps.request_id` derives, so a resend
+  is answered from the controller's memory, never applied twice (:mod:`services.shedder.keeps`).
+  The cycle returns the ``LagSample`` records to publish.
+
+Why it blocks: every Kafka client here is confluent-kafka's (the AdminClient, the control log reader,
+the control client), whose calls block. :mod:`services.shedder.run` runs :meth:`sample` and
+:meth:`cycle` in one worker thread, off faust's event loop, one at a time, so this class needs no
+lock: the only thing the event loop writes (:attr:`progress`) is replaced whole, never mutated.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from ballast.avro.codec import AvroCodec
+from ballast.control.log import ControlLogReader
+from ballast.control.requests import ControlClient
+from ballast.control.state import initial_state
+from ballast.kafka.admin import make_admin, partition_count
+from ballast.kafka.configuration import KafkaConfig
+from ballast.kafka.topics import TopicLayout
+from ballast.metrics.records import ReduceProgress, metric_of, metrics_record
+from services.shedder.config import PolicySettings, ShedderSettings, StreamDeclaration
+from services.shedder.keeps import KeepsInForce, request_id
+from services.shedder.observations import observe_streams
+from services.shedder.policy import Decision, SheddingPolicy, Status
+from services.shedder.prometheus import ShedderGauges
+from services.shedder.sampling import OffsetSampler
+from services.shedder.tracker import REDUCE, ROUTER, GroupLag, LagTracker
+
+log = logging.getLogger("services.shedder")
+
+
+class Shedder:
+    """One shedder instance (see the module docstring)."""
+
+    def __init__(
+        self,
+        kafka: KafkaConfig,
+        layout: TopicLayout,
+        settings: ShedderSettings,
+        policy: PolicySettings,
+        streams: Sequence[StreamDeclaration],
+    ) -> None:
+        self.kafka = kafka
+        self.layout = layout
+        self.settings = settings
+        self.policy_settings = policy
+        self.streams = tuple(streams)
+        self.id = settings.resolved_id(layout.prefix)
+        self.routed_topic = layout.name("routed")
+        self.tracker = LagTracker(settings.status_rules(), settings.table_capacity, settings.rate_tau_s)
+        self.policy = SheddingPolicy(policy, self.streams)
+        self.keeps = KeepsInForce()
+        self.codec = AvroCodec("io.ballast.MetricsRecord")
+        self.gauges = ShedderGauges()
+        # job -> (its latest progress, time.monotonic() when it arrived); replaced whole by on_metric
+        self.progress: dict[str, tuple[ReduceProgress, float]] = {}
+        self.undecodable = 0
+        self.cycles = 0
+        self.decisions = 0
+        self.answers: Counter[str] = Counter()
+        self.last_decision: Decision | None = None
+        self.groups: list[GroupLag] = []
+        self._previous_lags: dict[str, float] = {}
+        self._last_cycle: tuple[float, int] | None = None  # (monotonic, wall ms) of the last cycle
+        self._pending: set[str] = set()  # request ids sent, not answered yet
+        self._sent: set[str] = set()  # every request id sent by this process (never sent twice)
+        self.reader: ControlLogReader | None = None
+        self.client: ControlClient | None = None
+        self.sampler: OffsetSampler | None = None
+
+    # --- start and stop ---------------------------------------------------------------------------
+
+    def connect(self, timeout: float = 60.0) -> None:
+        """Fold the control log (the keeps in force before any decision), open the clients."""
+        routed = partition_count(make_admin(self.kafka), self.routed_topic)
+        self.reader = ControlLogReader(self.kafka, self.layout.name("control"), initial_state(routed))
+        self.keeps.apply(self.reader.read_to_end(timeout))
+        if not self.settings.dry_run:
+            self.client = ControlClient(self.kafka, self.layout, self.id)
+        self.sampler = OffsetSampler(
+            self.kafka.with_client_id(self.id),
+            [s.topic for s in self.streams],
+            self.settings.router_group,
+            other_topics=[self.routed_topic],
+        )
+        if self.settings.metrics_port:
+            self.gauges.serve(self.settings.metrics_port, self.settings.metrics_host)
+
+    def close(self) -> None:
+        for closer in (self.reader, self.client):
+            if closer is not None:
+                try:
+                    closer.close()
+                except Exception as exc:  # on the way out: say it, do not mask the exit
+                    log.warning("shedder %s: closing: %s", self.id, exc)
+
+    # --- metrics in -------------------------------------------------------------------------------
+
+    def on_metric(self, value: bytes | None, where: str = "") -> None:
+        """One record of the metrics topic (on faust's event loop: quick, no I/O)."""
+        try:
+            metric = metric_of(self.codec.decode(value))
+        except Exception as exc:  # not Avro, another schema, a broken union: count, log, go on
+            self.undecodable += 1
+            log.warning("shedder %s: skipping an undecodable metrics record %s: %s", self.id, where, exc)
+            return
+        body = metric.body
+        if isinstance(body, ReduceProgress):
+            jobs = self.settings.jobs()
+            if not jobs or body.job in jobs:
+                self.progress = {**self.progress, body.job: (body, time.monotonic())}
+
+    # --- a sample ---------------------------------------------------------------------------------
+
+    def sample(self) -> list[GroupLag]:
+        """Offsets read and judged (blocking); the groups as they are now."""
+        assert self.sampler is not None
+        s = self.sampler.sample()
+        for error in s.errors:
+            log.warning("shedder %s: %s", self.id, error)
+        now = s.ended_at
+        self.tracker.observe_ends(now, s.ends, s.log_starts)
+        router = self.tracker.observe_group(self.settings.router_group, ROUTER, now, s.committed)
+        routed = [tp for tp in s.ends if tp[0] == self.routed_topic]
+        groups = [router]
+        for job, (progress, received) in sorted(self.progress.items()):
+            positions = {
+                tp: progress.end_offsets[tp[1]] if tp[1] < len(progress.end_offsets) else None
+                for tp in routed
+            }
+            groups.append(self.tracker.observe_group(job, REDUCE, now, positions, routed, received))
+        self.groups = groups
+        return groups
+
+    # --- a cycle ----------------------------------------------------------------------------------
+
+    def cycle(self) -> list[tuple[bytes, bytes]]:
+        """One decision (blocking); the LagSample records to publish, as (key, value)."""
+        assert self.reader is not None
+        while events := self.reader.poll(0.1):
+            self.keeps.apply(events)
+        now, wall_ms = time.monotonic(), int(time.time() * 1000)
+        cycle_s = now - self._last_cycle[0] if self._last_cycle else self.policy_settings.cycle_s
+        since_ms = self._last_cycle[1] if self._last_cycle else wall_ms
+        self._last_cycle = (now, wall_ms)
+        self.cycles += 1
+        router = next((g for g in self.groups if g.stage == ROUTER), None)
+        reduces = [g for g in self.groups if g.stage == REDUCE]
+        keeps = {s.topic: self.keeps.keep_for(s.topic) for s in self.streams}
+        observations, service, views = observe_streams(
+            self.streams, router, reduces, keeps, self._previous_lags, self.settings.trend_tolerance_s
+        )
+        self._previous_lags = {t: v.lag_s for t, v in views.items()}
+        decision = self.policy.decide(observations, service, max(cycle_s, 1e-3))
+        self.last_decision = decision
+        self._say(decision)
+        for topic, keep in decision.changes.items():
+            self._request(topic, keep, decision)
+        self._collect_answers()
+        self.gauges.update_lags(self.groups)
+        self.gauges.update_decision(decision, {t: v.lag_s for t, v in views.items()})
+        self.gauges.update_totals(self.cycles, self.decisions, self.answers, self.undecodable)
+        return self._lag_samples(since_ms, wall_ms) if self.settings.publish_lag else []
+
+    def _say(self, decision: Decision) -> None:
+        level = logging.DEBUG
+        if decision.status is Status.CANNOT_HOLD:
+            level = logging.WARNING
+        elif decision.changes or decision.status is not Status.OK:
+            level = logging.INFO
+        log.log(level, "shedder %s: cycle %d: %s: %s", self.id, self.cycles, decision.status, decision.reason)
+
+    def _request(self, topic: str, keep: float, decision: Decision) -> None:
+        rid = request_id(self.id, topic, self.keeps.basis_for(topic), keep)
+        if self.client is None or rid in self._sent:
+            return  # dry run, or sent already by this process (queued: the controller will answer it)
+        reason = f"shedder {self.id}: {decision.status}: {decision.reason}"[:900]
+        body: dict[str, Any] = {"target": topic, "keep_probability": keep, "reason": reason}
+        self.client.send("SHEDDING", body, request_id=rid)
+        self._sent.add(rid)
+        self._pending.add(rid)
+        self.decisions += 1
+        log.info("shedder %s: asked %s keep %.3f (request %s)", self.id, topic, keep, rid)
+
+    def _collect_answers(self) -> None:
+        if self.client is None or not self._pending:
+            return
+        for rid, answer in self.client.wait(sorted(self._pending), 0.2).items():
+            self._pending.discard(rid)
+            outcome = "refused" if not answer.accepted else "duplicate" if answer.duplicate else "accepted"
+            self.answers[outcome] += 1
+            if not answer.accepted:
+                log.warning(
+                    "shedder %s: request %s refused (%s): %s", self.id, rid, answer.reason, answer.detail
+                )
+
+    def _lag_samples(self, since_ms: int, wall_ms: int) -> list[tuple[bytes, bytes]]:
+        out = []
+        for g in self.groups:
+            for p in g.partitions:
+                body = {
+                    "group": g.group,
+                    "topic": p.topic,
+                    "partition": p.partition,
+                    "committed_offset": -1 if p.committed is None else p.committed,
+                    "end_offset": p.end,
+                    "lag_records": p.lag_records,
+                    "lag_seconds": p.lag_seconds,
+                    "stage": g.stage,
+                    "status": str(p.status),
+                    "group_status": str(g.status),
+                    "arrival_rate": p.arrival_rate if math.isfinite(p.arrival_rate) else 0.0,
+                    "service_rate": p.service_rate if math.isfinite(p.service_rate) else 0.0,
+                }
+                value = self.codec.encode(metrics_record(self.id, since_ms, wall_ms, "LagSample", body))
+                out.append((f"{g.group}/{p.topic}/{p.partition}".encode(), value))
+        return out

@@ -1,0 +1,167 @@
+"""Every partition's lag table, rates and status history, fed with the service's samples.
+
+Why one tracker for every group: the lag table is a fact of the *log* (its end offsets over time),
+not of a group, so the routers' group and every reduce job reading the same partition look up the
+same table; rates and status histories are per group and partition. Pure: no Kafka, no clock (the
+service passes ``time.monotonic()`` readings, for the reasons in :mod:`services.shedder.lag_table`).
+
+A reduce job commits no offsets; its position on a routed partition is the ``end_offsets`` of its
+latest ``ReduceProgress`` (-1: not known), and ``reported_at`` the time that progress arrived, so a
+job that stopped reporting is STOP once its oldest unread record is old enough.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from services.shedder.lag_status import (
+    Evaluation,
+    PartitionHistory,
+    Status,
+    StatusRules,
+    Verdict,
+    group_status,
+)
+from services.shedder.lag_table import DEFAULT_CAPACITY, LagTable
+from services.shedder.rates import DEFAULT_TAU_S, PartitionRates
+
+TopicPartition = tuple[str, int]
+ROUTER = "router"
+REDUCE = "reduce"
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """One group's lag on one partition at one sample."""
+
+    group: str
+    stage: str
+    topic: str
+    partition: int
+    committed: int | None  # the next record the group reads; None: not known
+    end: int
+    lag_records: int
+    lag_seconds: float  # NaN: not known
+    status: Status
+    reason: str
+    arrival_rate: float
+    service_rate: float
+
+
+@dataclass(frozen=True)
+class GroupLag:
+    """One group's partitions at one sample, and the group's status (its worst partition's)."""
+
+    group: str
+    stage: str
+    status: Status
+    reason: str
+    partitions: tuple[PartitionLag, ...]
+
+    def of_topic(self, topic: str | None = None) -> list[PartitionLag]:
+        return [p for p in self.partitions if topic is None or p.topic == topic]
+
+    def lag_seconds(self, topic: str | None = None) -> float:
+        """The largest known time lag (of ``topic``'s partitions); NaN when none is known."""
+        known = [p.lag_seconds for p in self.of_topic(topic) if not math.isnan(p.lag_seconds)]
+        return max(known) if known else math.nan
+
+    def lag_records(self, topic: str | None = None) -> int:
+        return sum(p.lag_records for p in self.of_topic(topic))
+
+    def arrival_rate(self, topic: str | None = None) -> float:
+        return sum(p.arrival_rate for p in self.of_topic(topic))
+
+    def service_rate(self, topic: str | None = None) -> float:
+        return sum(p.service_rate for p in self.of_topic(topic))
+
+
+class LagTracker:
+    """Lag tables per partition, rates and status per (group, partition); see the module docstring."""
+
+    def __init__(
+        self,
+        rules: StatusRules | None = None,
+        table_capacity: int = DEFAULT_CAPACITY,
+        tau_s: float = DEFAULT_TAU_S,
+    ) -> None:
+        self.rules = rules or StatusRules()
+        self.table_capacity = table_capacity
+        self.tau_s = tau_s
+        self.tables: dict[TopicPartition, LagTable] = {}
+        self._rates: dict[tuple[str, TopicPartition], PartitionRates] = {}
+        self._histories: dict[tuple[str, TopicPartition], PartitionHistory] = {}
+        self._ends: dict[TopicPartition, int] = {}
+        self._log_starts: dict[TopicPartition, int] = {}
+
+    def observe_ends(
+        self,
+        now: float,
+        ends: Mapping[TopicPartition, int],
+        log_starts: Mapping[TopicPartition, int] | None = None,
+    ) -> None:
+        """The log-end offsets read at ``now`` (read *after* the positions they are compared with)."""
+        for tp, end in ends.items():
+            table = self.tables.get(tp)
+            if table is None:
+                table = self.tables[tp] = LagTable(self.table_capacity)
+            table.add(end, now)
+            if end >= 0:
+                self._ends[tp] = end
+        self._log_starts.update({tp: s for tp, s in (log_starts or {}).items() if s >= 0})
+
+    def observe_group(
+        self,
+        group: str,
+        stage: str,
+        now: float,
+        positions: Mapping[TopicPartition, int | None],
+        partitions: Iterable[TopicPartition] | None = None,
+        reported_at: float | None = None,
+    ) -> GroupLag:
+        """The group's positions at ``now`` (``None`` or negative: none) judged against the tables.
+
+        ``partitions``: the partitions the group should read (default: those in ``positions``); a
+        partition without a position has an unknown lag and status OK (no position, no trend).
+        """
+        out = []
+        for tp in sorted(set(partitions if partitions is not None else positions)):
+            raw = positions.get(tp)
+            committed = raw if raw is not None and raw >= 0 else None
+            end = self._ends.get(tp)
+            table = self.tables.get(tp)
+            if end is None or table is None:
+                continue  # no end offset read yet: nothing to measure against
+            key = (group, tp)
+            rates = self._rates.get(key)
+            if rates is None:
+                rates = self._rates[key] = PartitionRates(self.tau_s)
+                self._histories[key] = PartitionHistory(self.rules)
+            rates.update(now, end, committed)
+            if committed is None:
+                lag_s, lag_n = math.nan, 0
+            else:
+                lag = table.time_lag(committed, now, self._log_starts.get(tp))
+                lag_s, lag_n = lag.seconds, lag.records
+            verdict = self._histories[key].observe(Evaluation(now, end, committed, lag_s, reported_at))
+            out.append(
+                PartitionLag(
+                    group,
+                    stage,
+                    tp[0],
+                    tp[1],
+                    committed,
+                    end,
+                    lag_n,
+                    lag_s,
+                    verdict.status,
+                    verdict.reason,
+                    rates.arrival.rate or 0.0,
+                    rates.service.rate or 0.0,
+                )
+            )
+        worst, where = group_status({(p.topic, p.partition): Verdict(p.status, p.reason) for p in out})
+        reason = worst.reason if where is None else f"{where[0]}[{where[1]}]: {worst.reason}"
+        return GroupLag(group, stage, worst.status, reason, tuple(out))
