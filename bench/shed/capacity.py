@@ -20,16 +20,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ballast.kafka.configuration import KafkaConfig
 from ballast.metrics.records import ReduceProgress
-from bench.shed.case import Deployment
+from bench.shed.case import SETTLE_S, Deployment
 from bench.shed.feed import Feeder, Phase, sequence
 from bench.shed.params import STATUS_S, WAIT_S, Params, log
-from bench.shed.verdicts import pipeline_lag
-
-SETTLE_S = 5.0  # the first seconds of the calm input are the drain's tail, not the steady lag
+from bench.shed.verdicts import lag_summary
 
 
 def drain_rate(batches: list[dict[str, Any]], after_ms: int) -> dict[str, Any]:
@@ -45,19 +41,6 @@ def drain_rate(batches: list[dict[str, Any]], after_ms: int) -> dict[str, Any]:
         "batches": len(rows),
         "records": records,
         "span_s": round(span, 2),
-    }
-
-
-def natural_lag(samples: list[dict[str, Any]], after_ms: int) -> dict[str, Any]:
-    values = [v for at, v in pipeline_lag(samples) if at >= after_ms]
-    if not values:
-        return {"p50_s": None, "p90_s": None, "max_s": None, "samples": 0}
-    arr = np.array(values)
-    return {
-        "p50_s": round(float(np.median(arr)), 2),
-        "p90_s": round(float(np.quantile(arr, 0.9)), 2),
-        "max_s": round(float(arr.max()), 2),
-        "samples": len(values),
     }
 
 
@@ -100,7 +83,7 @@ def calibrate(params: Params, kafka: KafkaConfig, workdir: Path) -> dict[str, An
                 log(f"calibration: calm input, lag router {s['router_s']} s + reduce {s['reduce_s']} s")
             time.sleep(params.sample_s)
         d.feeder.stop()
-        lag = natural_lag(d.samples, calm_from)
+        lag = lag_summary(d.samples, calm_from)
         log(f"calibration: lag when keeping up p50 {lag['p50_s']} s, p90 {lag['p90_s']} s, "
             f"max {lag['max_s']} s ({time.monotonic() - began:.0f} s)")  # fmt: skip
         return {

@@ -47,6 +47,7 @@ from spark_jobs.durations import interval_ms
 
 ISSUER = "bench-shed"
 FLUSH_EVERY_S = 5.0
+SETTLE_S = 5.0  # the first seconds of calm input are the start's, not the steady lag
 
 
 def schedule(params: Params, capacity: float) -> list[Phase]:
@@ -204,6 +205,8 @@ def _drive(d: Deployment, events: Events, capacity: float, began: float) -> dict
         "events_produced": produced,
         "feeder_behind_s": round(d.feeder.behind_s, 2),
     }
+    # the lag with calm input, once the start is behind (the warm phase): the target is to be twice it
+    result["calm_lag"] = verdicts.lag_summary(d.samples, starts["warm"] + int(SETTLE_S * 1000), overload[0])
     judged = name == "on" or p.drain_off
     if judged:
         _close_windows(d, produced, began)

@@ -24,7 +24,10 @@ Which truth a row is held to, and why:
 
 Shed windows: those whose final row is not exact, and those with no row at all while shedding was
 in force (every record shed: docs/results.md, "Windows without a row"), which count as misses of
-the interval. A window with no row outside shedding is an error (``missing_unshed``).
+the interval. A window with no row outside shedding is an error (``missing_unshed``). A final row
+claiming ``exact`` that misses records is counted (``exact_wrong``), and apart when its window lies
+in the shedding span (``exact_wrong_in_span``): a window whose records drawn below 1 were all
+dropped leaves the reduce only records kept with 1, and the row says exact while it is not.
 """
 
 from __future__ import annotations
@@ -106,6 +109,8 @@ def judged(rows: pd.DataFrame, expected: pd.DataFrame, shed_from_ms: int | None,
         & (ts <= both["sum_high"].to_numpy(dtype=float))
     )
     out["late"] = late
+    out["in_span"] = in_span
+    out["seen"], out["true_count"] = seen, tc
     out["exact_correct"] = (
         exact & has_truth & (seen == tc) & (late | (both["sum"].to_numpy(dtype=float) == ts))
     )
@@ -136,6 +141,7 @@ def checks(rows: pd.DataFrame, lines: pd.DataFrame, expected: pd.DataFrame) -> d
         early = rows[rows["exact"].astype(bool)].join(expected, on=["key", "window_start"])
         over = int((early["count"] + early["excluded_records"] > early["true_count"].fillna(0)).sum())
     exact_rows = lines[lines["exact"]]
+    wrong = exact_rows[~exact_rows["exact_correct"]]
     return {
         "rows": len(rows),
         "windows": int(lines["has_truth"].sum()),
@@ -143,7 +149,19 @@ def checks(rows: pd.DataFrame, lines: pd.DataFrame, expected: pd.DataFrame) -> d
         "missing_unshed": int((~lines["has_row"] & lines["has_truth"] & ~lines["shed"]).sum()),
         "unexpected": int((lines["has_row"] & ~lines["has_truth"]).sum()),
         "exact_windows": len(exact_rows),
-        "exact_wrong": int((~exact_rows["exact_correct"]).sum()),
+        "exact_wrong": len(wrong),
+        # an exact row of the shedding span that misses records: every record of it the routers drew
+        # with a keep below 1 was dropped, so the reduce saw only records kept with 1
+        "exact_wrong_in_span": int(wrong["in_span"].sum()),
+        "exact_wrong_examples": [
+            {
+                "key": str(k),
+                "window_start": int(w),
+                "seen": int(x["seen"]),
+                "true_count": int(x["true_count"]),
+            }
+            for (k, w), x in wrong.head(10).iterrows()
+        ],
         "exact_rows_over_truth": over,
         "late_rows": int(lines["late"].sum()),
     }

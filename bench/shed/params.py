@@ -13,9 +13,12 @@ Why these defaults:
 * ``trigger`` 2 s and ``cycle_s`` 5 s: the policy cycle is no shorter than the micro-batch interval,
   so a batch's saw-tooth is not read as a lag that rises two cycles in a row (docs/shedder.md, "What
   to read carefully");
-* ``target_s`` 20 s: at least twice the lag the pipeline has while it keeps up (a trigger interval
-  plus a batch, measured by the calibration as ``natural_lag``, and checked: the report says whether
-  the target is at least twice it);
+* ``target_s`` 30 s: at least twice the lag the pipeline has while it keeps up (a trigger interval
+  plus a batch, measured by the calibration as ``natural_lag`` and in each case's warm phase as
+  ``calm_lag``, and checked: the report says whether the target is at least twice it). With 20 s a
+  quick run measured 4–6 s there but 7–11 s in the calm input after the overload (shedding still in
+  force; why the reduce stays further behind then is not yet explained): above the lift threshold of
+  half the target, so shedding did not lift;
 * ``min_accuracy`` 0.2: a 2× overload needs a keep near 0.45, so the floor is never what holds it;
 * windows of 10 s over 200 keys: at 2× about 180 offered records per key and window, so a shed
   window has dozens of sampled records and the 95 % intervals are in their large-sample regime, and
@@ -54,7 +57,7 @@ class Params:
     window_ms: int = 10_000
     watermark_delay: str = "10 seconds"
     trigger: str = "2 seconds"
-    target_s: float = 20.0  # the stream's latency target (seconds of time lag)
+    target_s: float = 30.0  # the stream's latency target (seconds of time lag)
     min_accuracy: float = 0.2  # the stream's keep-probability floor
     priority: int = 0
     cycle_s: float = 5.0  # the shedder's policy cycle
@@ -69,7 +72,7 @@ QUICK = {
     "calibration_records": 20_000,
     "calm_s": 12.0,
     "warm_s": 10.0,
-    "overload_s": 45.0,
+    "overload_s": 55.0,
     "recover_s": 35.0,
     "drain_off": False,
 }

@@ -40,6 +40,21 @@ def pipeline_lag(samples: Sequence[Mapping[str, Any]]) -> list[tuple[int, float]
     ]
 
 
+def lag_summary(samples: Sequence[Mapping[str, Any]], lo_ms: int, hi_ms: int | None = None) -> dict[str, Any]:
+    """p50, p90 and max of the pipeline lag sampled in ``[lo, hi]``: with calm input, the lag the
+    pipeline has when it keeps up (the target must be at least twice it)."""
+    values = [v for at, v in pipeline_lag(samples) if at >= lo_ms and (hi_ms is None or at <= hi_ms)]
+    if not values:
+        return {"p50_s": None, "p90_s": None, "max_s": None, "samples": 0}
+    arr = np.array(values)
+    return {
+        "p50_s": round(float(np.median(arr)), 2),
+        "p90_s": round(float(np.quantile(arr, 0.9)), 2),
+        "max_s": round(float(arr.max()), 2),
+        "samples": len(values),
+    }
+
+
 def excursions(lag: Sequence[tuple[int, float]], target_s: float, lo_ms: int, hi_ms: int) -> list[dict]:
     """Stretches of ``[lo, hi]`` with the lag above the target: from the first sample above to the
     first sample back at or under it (``end_ms`` None: still above at the last sample)."""

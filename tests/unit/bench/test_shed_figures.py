@@ -8,7 +8,7 @@ import pytest
 
 from bench.reduce.backlog import Events
 from bench.shed import judge, verdicts
-from bench.shed.capacity import drain_rate, natural_lag
+from bench.shed.capacity import drain_rate
 from bench.shed.control import applied_at, keep_at, keep_series
 from bench.shed.lag import stage_lag
 
@@ -60,14 +60,14 @@ def test_exact_rows_equal_to_the_truth_are_right_and_a_wrong_one_is_caught():
     )
     lines = judge.judged(rows, expected, None, None, W)
     c = judge.checks(rows, lines, expected)
-    assert (c["windows"], c["exact_windows"], c["exact_wrong"], c["missing_unshed"], c["unexpected"]) == (
-        3,
-        3,
-        1,
-        0,
-        0,
-    )
+    got = (c["windows"], c["exact_windows"], c["exact_wrong"], c["missing_unshed"], c["unexpected"])
+    assert got == (3, 3, 1, 0, 0)
     assert judge.coverage(lines)["shed_windows"] == 0
+    assert c["exact_wrong_examples"] == [{"key": "b", "window_start": 0, "seen": 3, "true_count": 4}]
+    assert c["exact_wrong_in_span"] == 0
+    # the same row inside the shedding span: its records drawn below 1 were all dropped
+    inside = judge.checks(rows, judge.judged(rows, expected, 0, 10_000, W), expected)
+    assert inside["exact_wrong_in_span"] == 1
 
 
 def test_a_late_record_counts_in_the_count_and_leaves_the_sum_out():
@@ -232,5 +232,5 @@ def test_drain_rate_and_natural_lag():
     d = drain_rate(batches, 1_000)
     assert d["capacity"] == pytest.approx(2_000.0) and d["batches"] == 2 and d["span_s"] == 9.0
     samples = [{"at_ms": t, "router_s": 0.2, "reduce_s": float(t % 4)} for t in range(0, 20)]
-    lag = natural_lag(samples, 10)
+    lag = verdicts.lag_summary(samples, 10)
     assert lag["samples"] == 10 and lag["max_s"] == 3.2
