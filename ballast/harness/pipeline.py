@@ -157,6 +157,16 @@ class Pipeline:
                 *flags(settings), *extra)  # fmt: skip
         return self.command(name or f"controller-{controller_id}", "controller", *args)
 
+    def shedder(
+        self, *streams: str, extra: tuple[str, ...] = (), name: str = "shedder", **settings: Any
+    ) -> ServiceCommand:
+        """The command of the shedder (``ballast shedder run``) watching this pipeline's router group,
+        ``streams`` its declarations (``topic=T,target=30s,priority=1,min-accuracy=0.5``)."""
+        declared = [arg for s in streams for arg in ("--stream", s)]
+        settings = {"router_group": self.router_group, **settings}
+        args = ("shedder", "run", "--prefix", self.layout.prefix, *declared, *flags(settings), *extra)
+        return self.command(name, "shedder", *args)
+
     def reduce(
         self, job: str, processor: str, *extra: str, master: str = "", **settings: Any
     ) -> ServiceCommand:

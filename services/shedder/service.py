@@ -66,7 +66,9 @@ class Shedder:
         self.streams = tuple(streams)
         self.id = settings.resolved_id(layout.prefix)
         self.routed_topic = layout.name("routed")
-        self.tracker = LagTracker(settings.status_rules(), settings.table_capacity, settings.rate_tau_s)
+        self.tracker = LagTracker(
+            settings.status_rules(), settings.table_capacity, settings.rate_tau_s, settings.rate_interval_s
+        )
         self.policy = SheddingPolicy(policy, self.streams)
         self.keeps = KeepsInForce()
         self.codec = AvroCodec("io.ballast.MetricsRecord")
@@ -165,6 +167,11 @@ class Shedder:
         self.cycles += 1
         router = next((g for g in self.groups if g.stage == ROUTER), None)
         reduces = [g for g in self.groups if g.stage == REDUCE]
+        if router is None or not router.rated:
+            # rates not measured yet read as 0: a plan from them would be noise (no decision at all)
+            log.debug("shedder %s: cycle %d: rates not measured yet, no decision", self.id, self.cycles)
+            self.gauges.update_lags(self.groups)
+            return self._lag_samples(since_ms, wall_ms) if self.settings.publish_lag else []
         keeps = {s.topic: self.keeps.keep_for(s.topic) for s in self.streams}
         observations, service, views = observe_streams(
             self.streams, router, reduces, keeps, self._previous_lags, self.settings.trend_tolerance_s
@@ -173,13 +180,26 @@ class Shedder:
         decision = self.policy.decide(observations, service, max(cycle_s, 1e-3))
         self.last_decision = decision
         self._say(decision)
-        for topic, keep in decision.changes.items():
+        for topic, keep in self._in_order(decision):
             self._request(topic, keep, decision)
         self._collect_answers()
         self.gauges.update_lags(self.groups)
         self.gauges.update_decision(decision, {t: v.lag_s for t, v in views.items()})
         self.gauges.update_totals(self.cycles, self.decisions, self.answers, self.undecodable)
         return self._lag_samples(since_ms, wall_ms) if self.settings.publish_lag else []
+
+    def _in_order(self, decision: Decision) -> list[tuple[str, float]]:
+        """The changes in the order the log should hold them: sheds first, lower priority first (it
+        loses accuracy first), then lifts, higher priority first (it regains accuracy first)."""
+        priority = {s.topic: s.priority for s in self.streams}
+        before = decision.streams
+
+        def order(item: tuple[str, float]) -> tuple[int, int, str]:
+            topic, keep = item
+            lifting = keep > before[topic].keep_before
+            return (1, -priority[topic], topic) if lifting else (0, priority[topic], topic)
+
+        return sorted(decision.changes.items(), key=order)
 
     def _say(self, decision: Decision) -> None:
         level = logging.DEBUG
