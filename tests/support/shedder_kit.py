@@ -67,8 +67,16 @@ class Feeder(threading.Thread):
 class StandIn(threading.Thread):
     """A consumer in the routers' group with a fixed capacity for kept records (module docstring)."""
 
-    def __init__(self, pipe: Pipeline, topics: list[str], capacity: float, commit_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        pipe: Pipeline,
+        topics: list[str],
+        capacity: float,
+        commit_s: float = 0.5,
+        forward_to: str | None = None,
+    ) -> None:
         super().__init__(daemon=True)
+        self.forward_to = forward_to  # a topic the kept records are written to (the routed topic)
         self.topics = topics
         self.capacity = capacity
         self.commit_s = commit_s
@@ -93,6 +101,9 @@ class StandIn(threading.Thread):
         reader = ControlLogReader(self.kafka, self.control, initial_state(WORKERS))
         reader.read_to_end(30)
         consumer.subscribe(self.topics)
+        producer = (
+            make_producer(self.kafka.with_client_id("stand-in-router-out")) if self.forward_to else None
+        )
         positions: dict[tuple[str, int], int] = {}
         busy_until = time.monotonic()
         next_commit = time.monotonic() + self.commit_s
@@ -109,6 +120,9 @@ class StandIn(threading.Thread):
                     u = zlib.crc32(f"{topic}/{m.partition()}/{m.offset()}".encode()) / 2**32
                     if u < keep:
                         self.kept[topic] += 1
+                        if producer is not None:
+                            producer.produce(self.forward_to, key=m.key(), value=m.value())
+                            producer.poll(0)
                         busy_until = max(busy_until, time.monotonic()) + 1.0 / self.capacity
                         delay = busy_until - time.monotonic()
                         if delay > 0.002:
@@ -119,6 +133,8 @@ class StandIn(threading.Thread):
                 if time.monotonic() >= next_commit:
                     next_commit = self._commit(consumer, positions)
         finally:
+            if producer is not None:
+                producer.flush(30)
             consumer.close()
             reader.close()
 
@@ -141,3 +157,67 @@ def control_events(pipe: Pipeline) -> list[dict]:
 
 def shedding_events(pipe: Pipeline) -> list[dict]:
     return [e for e in control_events(pipe) if e["type"] == "SHEDDING"]
+
+
+class StandInReduce(threading.Thread):
+    """A reduce job reading the routed topic at ``capacity`` records/s, publishing its progress.
+
+    Spark commits no offsets; a reduce job's position is the ``end_offsets`` of the ``ReduceProgress``
+    its driver publishes per micro-batch. This one publishes one every ``batch_s`` (source
+    ``<job>/driver``, as the real driver), with the positions it reached.
+    """
+
+    def __init__(self, pipe: Pipeline, job: str, capacity: float, batch_s: float = 1.0) -> None:
+        super().__init__(daemon=True)
+        self.kafka = pipe.kafka
+        self.topic = pipe.layout.name("routed")
+        self.metrics = pipe.layout.name("metrics")
+        self.job = job
+        self.capacity = capacity
+        self.batch_s = batch_s
+        self.stop = threading.Event()
+        self.processed = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:  # the test reads it
+            self.error = exc
+
+    def _run(self) -> None:
+        from ballast.avro.codec import AvroCodec
+        from ballast.metrics.records import metrics_record
+
+        codec = AvroCodec("io.ballast.MetricsRecord")
+        consumer = make_consumer(self.kafka.with_client_id("stand-in-reduce"), f"{self.job}-unused")
+        producer = make_producer(self.kafka.with_client_id("stand-in-reduce-progress"))
+        consumer.assign([TopicPartition(self.topic, p, 0) for p in range(WORKERS)])
+        positions = [0] * WORKERS
+        busy_until = time.monotonic()
+        batch, started = 0, time.time()
+        next_batch = time.monotonic() + self.batch_s
+        try:
+            while not self.stop.is_set():
+                for m in consumer.consume(100, timeout=0.05):
+                    if m.error():
+                        continue
+                    busy_until = max(busy_until, time.monotonic()) + 1.0 / self.capacity
+                    delay = busy_until - time.monotonic()
+                    if delay > 0.002:
+                        time.sleep(delay)
+                    positions[m.partition()] = m.offset() + 1
+                    self.processed += 1
+                if time.monotonic() >= next_batch:
+                    end = time.time()
+                    body = {"job": self.job, "batch_id": batch, "input_rows": 0, "durations_ms": {},
+                            "end_offsets": list(positions)}  # fmt: skip
+                    record = metrics_record(f"{self.job}/driver", int(started * 1000), int(end * 1000),
+                                            "ReduceProgress", body)  # fmt: skip
+                    producer.produce(self.metrics, key=self.job.encode(), value=codec.encode(record))
+                    producer.poll(0)
+                    batch, started = batch + 1, end
+                    next_batch = time.monotonic() + self.batch_s
+        finally:
+            producer.flush(30)
+            consumer.close()
