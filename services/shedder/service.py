@@ -170,8 +170,9 @@ class Shedder:
         self.cycles += 1
         router = next((g for g in self.groups if g.stage == ROUTER), None)
         reduces = [g for g in self.groups if g.stage == REDUCE]
-        if router is None or not router.rated:
-            # rates not measured yet read as 0: a plan from them would be noise (no decision at all)
+        if router is None or not all(g.rated for g in self.groups):
+            # rates not measured yet read as 0: a plan from them would be noise (no decision at all);
+            # a reduce job reporting for the first time would read as a capacity of 0
             log.debug("shedder %s: cycle %d: rates not measured yet, no decision", self.id, self.cycles)
             self.gauges.update_lags(self.groups)
             return self._lag_samples(since_ms) if self.settings.publish_lag else []
