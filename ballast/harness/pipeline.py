@@ -158,11 +158,14 @@ class Pipeline:
                 *flags(settings), *extra)  # fmt: skip
         return self.command(name or f"controller-{controller_id}", "controller", *args)
 
-    def shedder(self, *extra: str, name: str = "shedder", **settings: Any) -> ServiceCommand:
-        """The command of a shedder (``ballast shedder run``) of this deployment. Stream declarations
-        hold commas, so they go in ``extra`` (``"--stream", "topic=T,target=20s,min-accuracy=0.2"``),
-        not through ``settings``, whose list values :func:`flags` joins with commas."""
-        args = ("shedder", "run", "--prefix", self.layout.prefix, *flags(settings), *extra)
+    def shedder(
+        self, *streams: str, extra: tuple[str, ...] = (), name: str = "shedder", **settings: Any
+    ) -> ServiceCommand:
+        """The command of the shedder (``ballast shedder run``) watching this pipeline's router group,
+        ``streams`` its declarations (``topic=T,target=30s,priority=1,min-accuracy=0.5``)."""
+        declared = [arg for s in streams for arg in ("--stream", s)]
+        settings = {"router_group": self.router_group, **settings}
+        args = ("shedder", "run", "--prefix", self.layout.prefix, *declared, *flags(settings), *extra)
         return self.command(name, "shedder", *args)
 
     def reduce(

@@ -152,13 +152,7 @@ class Deployment:
 
 def start_shedder(pipe: Pipeline, params: Params, topic: str, job: str) -> Any:
     """The shedder's command: the one place that knows its flags (``ballast shedder run -h``)."""
-    return pipe.shedder(
-        "--stream",
-        stream_declaration(params, topic),
-        cycle_s=params.cycle_s,
-        router_group=pipe.router_group,
-        reduce_jobs=job,
-    )
+    return pipe.shedder(stream_declaration(params, topic), cycle_s=params.cycle_s, reduce_jobs=job)
 
 
 def run_case(name: str, params: Params, kafka: KafkaConfig, workdir: Path, events: Events,

@@ -327,6 +327,12 @@ class ShedderSettings(Settings):
         1.0, "a stream's lag is rising (falling) when it moved more than this since the last cycle", minimum=0
     )
     rate_tau_s: float = setting(10.0, "time constant of the smoothed arrival and service rates", minimum=0.1)
+    rate_interval_s: float = setting(
+        2.0,
+        "rates are measured over intervals at least this long (offsets move by commits: a shorter "
+        "interval reads a burst or a zero)",
+        minimum=0,
+    )
     table_capacity: int = setting(64, "points kept per partition to turn offsets into time", minimum=3)
     status_window: int = setting(5, "evaluations a partition's status is judged over (Burrow's window)",
                                  minimum=2)  # fmt: skip

@@ -66,7 +66,9 @@ class Shedder:
         self.streams = tuple(streams)
         self.id = settings.resolved_id(layout.prefix)
         self.routed_topic = layout.name("routed")
-        self.tracker = LagTracker(settings.status_rules(), settings.table_capacity, settings.rate_tau_s)
+        self.tracker = LagTracker(
+            settings.status_rules(), settings.table_capacity, settings.rate_tau_s, settings.rate_interval_s
+        )
         self.policy = SheddingPolicy(policy, self.streams)
         self.keeps = KeepsInForce()
         self.codec = AvroCodec("io.ballast.MetricsRecord")
@@ -81,6 +83,7 @@ class Shedder:
         self.groups: list[GroupLag] = []
         self._previous_lags: dict[str, float] = {}
         self._last_cycle: tuple[float, int] | None = None  # (monotonic, wall ms) of the last cycle
+        self._sampled_ms = 0  # wall clock of the last sample
         self._pending: set[str] = set()  # request ids sent, not answered yet
         self._sent: set[str] = set()  # every request id sent by this process (never sent twice)
         self.reader: ControlLogReader | None = None
@@ -138,6 +141,8 @@ class Shedder:
         for error in s.errors:
             log.warning("shedder %s: %s", self.id, error)
         now = s.ended_at
+        # the LagSamples say when this was measured (wall clock), not when the cycle published them
+        self._sampled_ms = int(time.time() * 1000 - (time.monotonic() - now) * 1000)
         self.tracker.observe_ends(now, s.ends, s.log_starts)
         router = self.tracker.observe_group(self.settings.router_group, ROUTER, now, s.committed)
         routed = [tp for tp in s.ends if tp[0] == self.routed_topic]
@@ -165,6 +170,12 @@ class Shedder:
         self.cycles += 1
         router = next((g for g in self.groups if g.stage == ROUTER), None)
         reduces = [g for g in self.groups if g.stage == REDUCE]
+        if router is None or not all(g.rated for g in self.groups):
+            # rates not measured yet read as 0: a plan from them would be noise (no decision at all);
+            # a reduce job reporting for the first time would read as a capacity of 0
+            log.debug("shedder %s: cycle %d: rates not measured yet, no decision", self.id, self.cycles)
+            self.gauges.update_lags(self.groups)
+            return self._lag_samples(since_ms) if self.settings.publish_lag else []
         keeps = {s.topic: self.keeps.keep_for(s.topic) for s in self.streams}
         observations, service, views = observe_streams(
             self.streams, router, reduces, keeps, self._previous_lags, self.settings.trend_tolerance_s
@@ -173,13 +184,26 @@ class Shedder:
         decision = self.policy.decide(observations, service, max(cycle_s, 1e-3))
         self.last_decision = decision
         self._say(decision)
-        for topic, keep in decision.changes.items():
+        for topic, keep in self._in_order(decision):
             self._request(topic, keep, decision)
         self._collect_answers()
         self.gauges.update_lags(self.groups)
         self.gauges.update_decision(decision, {t: v.lag_s for t, v in views.items()})
         self.gauges.update_totals(self.cycles, self.decisions, self.answers, self.undecodable)
-        return self._lag_samples(since_ms, wall_ms) if self.settings.publish_lag else []
+        return self._lag_samples(since_ms) if self.settings.publish_lag else []
+
+    def _in_order(self, decision: Decision) -> list[tuple[str, float]]:
+        """The changes in the order the log should hold them: sheds first, lower priority first (it
+        loses accuracy first), then lifts, higher priority first (it regains accuracy first)."""
+        priority = {s.topic: s.priority for s in self.streams}
+        before = decision.streams
+
+        def order(item: tuple[str, float]) -> tuple[int, int, str]:
+            topic, keep = item
+            lifting = keep > before[topic].keep_before
+            return (1, -priority[topic], topic) if lifting else (0, priority[topic], topic)
+
+        return sorted(decision.changes.items(), key=order)
 
     def _say(self, decision: Decision) -> None:
         level = logging.DEBUG
@@ -213,8 +237,11 @@ class Shedder:
                     "shedder %s: request %s refused (%s): %s", self.id, rid, answer.reason, answer.detail
                 )
 
-    def _lag_samples(self, since_ms: int, wall_ms: int) -> list[tuple[bytes, bytes]]:
+    def _lag_samples(self, since_ms: int) -> list[tuple[bytes, bytes]]:
+        """Every group's partitions as measured by the last sample; ``interval_end`` is when it was
+        measured, ``interval_start`` the previous cycle."""
         out = []
+        end_ms = max(self._sampled_ms, since_ms)
         for g in self.groups:
             for p in g.partitions:
                 body = {
@@ -231,6 +258,6 @@ class Shedder:
                     "arrival_rate": p.arrival_rate if math.isfinite(p.arrival_rate) else 0.0,
                     "service_rate": p.service_rate if math.isfinite(p.service_rate) else 0.0,
                 }
-                value = self.codec.encode(metrics_record(self.id, since_ms, wall_ms, "LagSample", body))
+                value = self.codec.encode(metrics_record(self.id, since_ms, end_ms, "LagSample", body))
                 out.append((f"{g.group}/{p.topic}/{p.partition}".encode(), value))
         return out

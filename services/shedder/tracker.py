@@ -5,6 +5,13 @@ not of a group, so the routers' group and every reduce job reading the same part
 same table; rates and status histories are per group and partition. Pure: no Kafka, no clock (the
 service passes ``time.monotonic()`` readings, for the reasons in :mod:`services.shedder.lag_table`).
 
+Why rates over intervals of at least ``rate_interval_s`` while lags are taken at every sample: a
+committed offset moves in steps (a router's transaction, a reduce's micro-batch), so over an
+interval shorter than a step it reads as a burst or a zero. The first interval sets the rate
+directly (:class:`~services.shedder.rates.RateMeter`), so after a start a zero read there stayed in
+the smoothed rate for several time constants: a restarted shedder planned with a capacity of 7/s
+for a consumer doing 150/s.
+
 A reduce job commits no offsets; its position on a routed partition is the ``end_offsets`` of its
 latest ``ReduceProgress`` (-1: not known), and ``reported_at`` the time that progress arrived, so a
 job that stopped reporting is STOP once its oldest unread record is old enough.
@@ -48,6 +55,7 @@ class PartitionLag:
     reason: str
     arrival_rate: float
     service_rate: float
+    rated: bool = False  # both rates measured over an interval at least (else they read 0)
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,11 @@ class GroupLag:
     status: Status
     reason: str
     partitions: tuple[PartitionLag, ...]
+
+    @property
+    def rated(self) -> bool:
+        """Every partition's rates are measured (a decision from rates read as 0 would be noise)."""
+        return bool(self.partitions) and all(p.rated for p in self.partitions)
 
     def of_topic(self, topic: str | None = None) -> list[PartitionLag]:
         return [p for p in self.partitions if topic is None or p.topic == topic]
@@ -86,10 +99,13 @@ class LagTracker:
         rules: StatusRules | None = None,
         table_capacity: int = DEFAULT_CAPACITY,
         tau_s: float = DEFAULT_TAU_S,
+        rate_interval_s: float = 0.0,
     ) -> None:
         self.rules = rules or StatusRules()
         self.table_capacity = table_capacity
         self.tau_s = tau_s
+        self.rate_interval_s = rate_interval_s
+        self._rated_at: dict[tuple[str, TopicPartition], float] = {}
         self.tables: dict[TopicPartition, LagTable] = {}
         self._rates: dict[tuple[str, TopicPartition], PartitionRates] = {}
         self._histories: dict[tuple[str, TopicPartition], PartitionHistory] = {}
@@ -139,7 +155,9 @@ class LagTracker:
             if rates is None:
                 rates = self._rates[key] = PartitionRates(self.tau_s)
                 self._histories[key] = PartitionHistory(self.rules)
-            rates.update(now, end, committed)
+            if now - self._rated_at.get(key, -math.inf) >= self.rate_interval_s:
+                rates.update(now, end, committed)
+                self._rated_at[key] = now
             if committed is None:
                 lag_s, lag_n = math.nan, 0
             else:
@@ -160,6 +178,7 @@ class LagTracker:
                     verdict.reason,
                     rates.arrival.rate or 0.0,
                     rates.service.rate or 0.0,
+                    rates.arrival.rate is not None and (committed is None or rates.service.rate is not None),
                 )
             )
         worst, where = group_status({(p.topic, p.partition): Verdict(p.status, p.reason) for p in out})
