@@ -333,6 +333,9 @@ class ShedderSettings(Settings):
         "interval reads a burst or a zero)",
         minimum=0,
     )
+    capacity_window_s: float = setting(
+        60.0, "the reduce's capacity is its rows per busy second over the batches of this long", minimum=1
+    )
     table_capacity: int = setting(64, "points kept per partition to turn offsets into time", minimum=3)
     status_window: int = setting(5, "evaluations a partition's status is judged over (Burrow's window)",
                                  minimum=2)  # fmt: skip

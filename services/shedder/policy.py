@@ -45,14 +45,19 @@ doubling twice reaches 1 from any ``k > 0``), and from 1 any goal in 3 sheds (0.
 smaller than ``min_change`` is not made, except one that reaches 1 or the minimum: the service
 sends no request for noise. A keep in force below the stream's minimum is raised to it at once.
 
-**Capacity.** ``service_rate`` is the pipeline's measured processing rate. It is the capacity only
-while the pipeline is saturated: some lag over its lift threshold, or rising ``rising_cycles`` in a
-row (not any lag, nor a single rise: a micro-batch reduce has both while it keeps up). While it
-keeps up, the processing rate is just the kept load. So the policy remembers the last saturated
-rate and otherwise plans with the larger of that and the rate now: a throughput measured under
-shedding is never read as a smaller capacity (which would ratchet the shedding down cycle after
-cycle). With nothing remembered (after a restart), a calm pipeline lifts by steps, as if the
-capacity were unbounded, until it saturates.
+**Capacity.** With a reduce job reporting, the capacity is measured directly: the reduce's rows per
+busy second over its recent batches (:mod:`services.shedder.capacity`, DS2's true processing rate),
+passed as ``capacity``. It does not depend on the load, so a shed in force never reads as a smaller
+capacity; it under-reads at low load (each batch's fixed cost), which only makes lifts climb in
+more steps. Without it (no reduce job: the routers are the pipeline), ``service_rate``, the
+measured processing rate, is the capacity only while the pipeline is saturated: some lag over its
+lift threshold, or rising ``rising_cycles`` in a row. While it keeps up, the processing rate is just
+the kept load. So the policy then remembers the last saturated rate and otherwise plans with the
+larger of that and the rate now. With nothing remembered (after a restart), a calm pipeline lifts
+by steps, as if the capacity were unbounded, until it saturates. Why the measured capacity is
+preferred: on a micro-batch reduce the lag is a saw-tooth that rises two cycles in a row while it
+keeps up, and the processing rate under shedding then read as the capacity (229/s for a reduce
+measured at 1,226/s in a benchmark), ratcheting the shedding down instead of lifting it.
 """
 
 from __future__ import annotations
@@ -226,10 +231,15 @@ class SheddingPolicy:
         self._capacity: float | None = None
 
     def decide(
-        self, observations: Mapping[str, Observation], service_rate: float, cycle_s: float
+        self,
+        observations: Mapping[str, Observation],
+        service_rate: float,
+        cycle_s: float,
+        capacity: float | None = None,
     ) -> Decision:
         """One cycle: every declared stream's observation, the pipeline's processing rate
-        (records/s, shared by all streams) and the cycle's length in seconds."""
+        (records/s, shared by all streams), the cycle's length in seconds, and the capacity when it
+        is measured directly (records/s; None: inferred from the processing rate, see "Capacity")."""
         missing = sorted(set(self.streams) - set(observations))
         unknown = sorted(set(observations) - set(self.streams))
         if missing or unknown:
@@ -239,12 +249,15 @@ class SheddingPolicy:
             raise ValueError(f"service_rate must be a finite number >= 0, got {service_rate!r}")
         if not math.isfinite(cycle_s) or cycle_s <= 0:
             raise ValueError(f"cycle_s must be a finite number > 0, got {cycle_s!r}")
+        if capacity is not None and (not math.isfinite(capacity) or capacity <= 0):
+            raise ValueError(f"capacity must be a finite number > 0 or None, got {capacity!r}")
         cfg = self.settings
         obs = {t: observations[t] for t in self.streams}
         for topic, o in obs.items():
             self._rising[topic] = self._rising[topic] + 1 if o.trend is Trend.RISING else 0
 
-        capacity = self._capacity_now(obs, service_rate)
+        measured = capacity is not None
+        capacity = capacity if capacity is not None else self._capacity_now(obs, service_rate)
         backlog = sum(o.waiting() for o in obs.values())
         wait_s = backlog / capacity if capacity > 0 else (math.inf if backlog > 0 else 0.0)
         horizon = max(cfg.drain_horizon_s, cycle_s)
@@ -281,7 +294,7 @@ class SheddingPolicy:
         elif mode is Mode.LIFT:
             # the keeps in force are the floors: calm is never shed more. A capacity never seen
             # saturated (since a restart) is only the kept load: then lift by steps, unplanned
-            if self._capacity is None:
+            if self._capacity is None and not measured:
                 budget = math.inf
             goals, _ = allocate(budget, self._demands(obs, floor_at_keep=True))
         else:

@@ -17,7 +17,8 @@
 Why it blocks: every Kafka client here is confluent-kafka's (the AdminClient, the control log reader,
 the control client), whose calls block. :mod:`services.shedder.run` runs :meth:`sample` and
 :meth:`cycle` in one worker thread, off faust's event loop, one at a time, so this class needs no
-lock: the only thing the event loop writes (:attr:`progress`) is replaced whole, never mutated.
+lock: the only things the event loop writes (:attr:`progress`, :attr:`batches`) are replaced whole,
+never mutated.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from ballast.kafka.admin import make_admin, partition_count
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout
 from ballast.metrics.records import ReduceProgress, metric_of, metrics_record
+from services.shedder.capacity import BatchCost, batch_cost, busy_rate, pipeline_capacity, with_batch
 from services.shedder.config import PolicySettings, ShedderSettings, StreamDeclaration
 from services.shedder.keeps import KeepsInForce, request_id
 from services.shedder.observations import observe_streams
@@ -75,6 +77,8 @@ class Shedder:
         self.gauges = ShedderGauges()
         # job -> (its latest progress, time.monotonic() when it arrived); replaced whole by on_metric
         self.progress: dict[str, tuple[ReduceProgress, float]] = {}
+        # job -> its recent batches' rows and busy time (the capacity); replaced whole by on_metric
+        self.batches: dict[str, tuple[BatchCost, ...]] = {}
         self.undecodable = 0
         self.cycles = 0
         self.decisions = 0
@@ -130,7 +134,13 @@ class Shedder:
         if isinstance(body, ReduceProgress):
             jobs = self.settings.jobs()
             if not jobs or body.job in jobs:
-                self.progress = {**self.progress, body.job: (body, time.monotonic())}
+                now = time.monotonic()
+                self.progress = {**self.progress, body.job: (body, now)}
+                cost = batch_cost(body.batch_id, body.input_rows, body.durations_ms, now)
+                if cost is not None:
+                    window = self.settings.capacity_window_s
+                    history = with_batch(self.batches.get(body.job, ()), cost, window)
+                    self.batches = {**self.batches, body.job: history}
 
     # --- a sample ---------------------------------------------------------------------------------
 
@@ -170,10 +180,12 @@ class Shedder:
         self.cycles += 1
         router = next((g for g in self.groups if g.stage == ROUTER), None)
         reduces = [g for g in self.groups if g.stage == REDUCE]
-        if router is None or not all(g.rated for g in self.groups):
+        capacity = self.capacity(now, [g.group for g in reduces])
+        if router is None or not all(g.rated for g in self.groups) or (reduces and capacity is None):
             # rates not measured yet read as 0: a plan from them would be noise (no decision at all);
             # a reduce job reporting for the first time would read as a capacity of 0
-            log.debug("shedder %s: cycle %d: rates not measured yet, no decision", self.id, self.cycles)
+            log.debug("shedder %s: cycle %d: rates or capacity not measured yet, no decision",
+                      self.id, self.cycles)  # fmt: skip
             self.gauges.update_lags(self.groups)
             return self._lag_samples(since_ms) if self.settings.publish_lag else []
         keeps = {s.topic: self.keeps.keep_for(s.topic) for s in self.streams}
@@ -181,7 +193,7 @@ class Shedder:
             self.streams, router, reduces, keeps, self._previous_lags, self.settings.trend_tolerance_s
         )
         self._previous_lags = {t: v.lag_s for t, v in views.items()}
-        decision = self.policy.decide(observations, service, max(cycle_s, 1e-3))
+        decision = self.policy.decide(observations, service, max(cycle_s, 1e-3), capacity)
         self.last_decision = decision
         self._say(decision)
         for topic, keep in self._in_order(decision):
@@ -191,6 +203,12 @@ class Shedder:
         self.gauges.update_decision(decision, {t: v.lag_s for t, v in views.items()})
         self.gauges.update_totals(self.cycles, self.decisions, self.answers, self.undecodable)
         return self._lag_samples(since_ms) if self.settings.publish_lag else []
+
+    def capacity(self, now: float, jobs: Sequence[str]) -> float | None:
+        """The reduce jobs' capacity (:mod:`services.shedder.capacity`): the smallest job's rows per
+        busy second over the last ``capacity_window_s``; None without jobs or while one is unmeasured."""
+        window = self.settings.capacity_window_s
+        return pipeline_capacity(busy_rate(self.batches.get(j, ()), now, window) for j in jobs)
 
     def _in_order(self, decision: Decision) -> list[tuple[str, float]]:
         """The changes in the order the log should hold them: sheds first, lower priority first (it

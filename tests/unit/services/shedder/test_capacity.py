@@ -1,0 +1,73 @@
+"""The reduce's capacity from its batches' rows and busy time (services/shedder/capacity.py), and the
+service's use of it: measured from every ``ReduceProgress``, and no decision while it is unknown."""
+
+from __future__ import annotations
+
+import pytest
+
+from ballast.avro.codec import AvroCodec
+from ballast.kafka.configuration import KafkaConfig
+from ballast.kafka.topics import TopicLayout
+from ballast.metrics.records import metrics_record
+from services.shedder.capacity import BatchCost, batch_cost, busy_rate, pipeline_capacity, with_batch
+from services.shedder.config import PolicySettings, ShedderSettings, StreamDeclaration
+from services.shedder.service import Shedder
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_batch_without_a_duration_teaches_nothing():
+    assert batch_cost(3, 100, {"addBatch": 40}, 1.0) is None
+    assert batch_cost(3, 100, {"triggerExecution": 0}, 1.0) is None
+    assert batch_cost(3, 100, {"triggerExecution": 250}, 1.0) == BatchCost(3, 100, 0.25, 1.0)
+
+
+def test_history_replaces_a_replayed_batch_and_forgets_old_ones():
+    h: tuple[BatchCost, ...] = ()
+    h = with_batch(h, BatchCost(1, 100, 1.0, 0.0), 60.0)
+    h = with_batch(h, BatchCost(2, 100, 1.0, 30.0), 60.0)
+    h = with_batch(h, BatchCost(2, 300, 1.0, 31.0), 60.0)  # the same batch again, after a restart
+    assert [(b.batch_id, b.rows) for b in h] == [(1, 100), (2, 300)]
+    h = with_batch(h, BatchCost(3, 100, 1.0, 61.0), 60.0)
+    assert [b.batch_id for b in h] == [2, 3]
+
+
+def test_busy_rate_is_rows_over_busy_seconds_in_the_window_without_empty_batches():
+    h = (BatchCost(1, 1000, 2.0, 0.0), BatchCost(2, 600, 1.0, 50.0), BatchCost(3, 0, 0.5, 55.0))
+    assert busy_rate(h, 56.0, 60.0) == pytest.approx(1600 / 3.0)
+    assert busy_rate(h, 70.0, 60.0) == pytest.approx(600)  # batch 1 is older than the window
+    assert busy_rate(h[2:], 56.0, 60.0) is None  # only an empty batch: not measured
+    assert busy_rate((), 0.0, 60.0) is None
+
+
+def test_the_pipeline_is_as_fast_as_its_slowest_job_and_unknown_while_one_is():
+    assert pipeline_capacity([900.0, 1200.0]) == 900.0
+    assert pipeline_capacity([900.0, None]) is None
+    assert pipeline_capacity([]) is None
+
+
+def _progress(codec: AvroCodec, job: str, batch_id: int, rows: int, busy_ms: int) -> bytes:
+    body = {
+        "job": job,
+        "batch_id": batch_id,
+        "input_rows": rows,
+        "durations_ms": {"triggerExecution": busy_ms, "addBatch": busy_ms - 10},
+        "end_offsets": [rows * batch_id],
+    }
+    return codec.encode(metrics_record(f"{job}/driver", 0, busy_ms, "ReduceProgress", body))
+
+
+def test_the_service_measures_each_jobs_capacity_from_its_progress_records():
+    settings = ShedderSettings(reduce_jobs="a,b")
+    streams = [StreamDeclaration("in", target_s=30.0, priority=0, min_accuracy=0.2)]
+    shedder = Shedder(KafkaConfig(), TopicLayout("t"), settings, PolicySettings(), streams)
+    codec = AvroCodec("io.ballast.MetricsRecord")
+    shedder.on_metric(_progress(codec, "a", 1, 2000, 2000))
+    shedder.on_metric(b"not avro")  # counted, skipped
+    shedder.on_metric(_progress(codec, "c", 1, 10, 1000))  # not a job of ours
+    now = max(at for _p, at in shedder.progress.values())
+    assert shedder.capacity(now, ["a"]) == pytest.approx(1000.0)
+    assert shedder.capacity(now, ["a", "b"]) is None  # b not measured: no decision yet
+    shedder.on_metric(_progress(codec, "b", 7, 1500, 2500))
+    assert shedder.capacity(now, ["a", "b"]) == pytest.approx(600.0)
+    assert shedder.undecodable == 1 and "c" not in shedder.batches
