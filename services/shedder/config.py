@@ -334,7 +334,12 @@ class ShedderSettings(Settings):
         minimum=0,
     )
     capacity_window_s: float = setting(
-        60.0, "the reduce's capacity is its rows per busy second over the batches of this long", minimum=1
+        60.0, "the reduce's cost per batch and per row is fitted over its batches of this long", minimum=1
+    )
+    capacity_batch_s: float = setting(
+        5.0,
+        "the capacity is the reduce's rate at batches of this long (its lag then stays about twice that)",
+        minimum=0.1,
     )
     table_capacity: int = setting(64, "points kept per partition to turn offsets into time", minimum=3)
     status_window: int = setting(5, "evaluations a partition's status is judged over (Burrow's window)",

@@ -38,7 +38,14 @@ from ballast.kafka.admin import make_admin, partition_count
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout
 from ballast.metrics.records import ReduceProgress, metric_of, metrics_record
-from services.shedder.capacity import BatchCost, batch_cost, busy_rate, pipeline_capacity, with_batch
+from services.shedder.capacity import (
+    BatchCost,
+    CostModel,
+    batch_cost,
+    job_capacity,
+    pipeline_capacity,
+    with_batch,
+)
 from services.shedder.config import PolicySettings, ShedderSettings, StreamDeclaration
 from services.shedder.keeps import KeepsInForce, request_id
 from services.shedder.observations import observe_streams
@@ -79,6 +86,7 @@ class Shedder:
         self.progress: dict[str, tuple[ReduceProgress, float]] = {}
         # job -> its recent batches' rows and busy time (the capacity); replaced whole by on_metric
         self.batches: dict[str, tuple[BatchCost, ...]] = {}
+        self._cost_models: dict[str, CostModel | None] = {}  # job -> its last good cost fit (cycle thread)
         self.undecodable = 0
         self.cycles = 0
         self.decisions = 0
@@ -205,10 +213,21 @@ class Shedder:
         return self._lag_samples(since_ms) if self.settings.publish_lag else []
 
     def capacity(self, now: float, jobs: Sequence[str]) -> float | None:
-        """The reduce jobs' capacity (:mod:`services.shedder.capacity`): the smallest job's rows per
-        busy second over the last ``capacity_window_s``; None without jobs or while one is unmeasured."""
-        window = self.settings.capacity_window_s
-        return pipeline_capacity(busy_rate(self.batches.get(j, ()), now, window) for j in jobs)
+        """The reduce jobs' capacity (:mod:`services.shedder.capacity`): the smallest job's, from its
+        batches of the last ``capacity_window_s`` at batches of ``capacity_batch_s``; None without
+        jobs or while one has not reported a batch with rows."""
+        rates = []
+        for job in jobs:
+            rate, model = job_capacity(
+                self.batches.get(job, ()),
+                now,
+                self.settings.capacity_window_s,
+                self.settings.capacity_batch_s,
+                self._cost_models.get(job),
+            )
+            self._cost_models[job] = model
+            rates.append(rate)
+        return pipeline_capacity(rates)
 
     def _in_order(self, decision: Decision) -> list[tuple[str, float]]:
         """The changes in the order the log should hold them: sheds first, lower priority first (it

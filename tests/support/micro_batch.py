@@ -25,7 +25,7 @@ class MicroBatchReduce:
 
     rng: random.Random
     capacity: float  # records per busy second at large batches (the per-record cost's inverse)
-    overhead_s: float = 0.4
+    overhead_s: float = 0.9
     trigger_s: float = 2.0
     stall_p: float = 0.08
     stall_max_s: float = 5.0

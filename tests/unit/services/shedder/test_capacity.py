@@ -3,13 +3,24 @@ service's use of it: measured from every ``ReduceProgress``, and no decision whi
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from ballast.avro.codec import AvroCodec
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout
 from ballast.metrics.records import metrics_record
-from services.shedder.capacity import BatchCost, batch_cost, busy_rate, pipeline_capacity, with_batch
+from services.shedder.capacity import (
+    BatchCost,
+    CostModel,
+    batch_cost,
+    busy_rate,
+    fit_cost,
+    job_capacity,
+    pipeline_capacity,
+    with_batch,
+)
 from services.shedder.config import PolicySettings, ShedderSettings, StreamDeclaration
 from services.shedder.service import Shedder
 
@@ -71,3 +82,40 @@ def test_the_service_measures_each_jobs_capacity_from_its_progress_records():
     shedder.on_metric(_progress(codec, "b", 7, 1500, 2500))
     assert shedder.capacity(now, ["a", "b"]) == pytest.approx(600.0)
     assert shedder.undecodable == 1 and "c" not in shedder.batches
+
+
+def _batches(fixed_s: float, per_row_s: float, sizes: list[int], stalls: dict[int, float] | None = None):
+    stalls = stalls or {}
+    return tuple(
+        BatchCost(i, n, fixed_s + per_row_s * n + stalls.get(i, 0.0), float(i)) for i, n in enumerate(sizes)
+    )
+
+
+def test_the_fit_splits_a_batchs_fixed_cost_from_its_rows_cost_despite_stalled_batches():
+    sizes = [200, 400, 1000, 2000, 3000, 500, 800, 1500, 2500, 300]
+    h = _batches(0.9, 1 / 1500, sizes, stalls={2: 6.0, 7: 4.0})  # two batches stalled by seconds
+    model = fit_cost(h, 10.0, 60.0)
+    assert model is not None
+    assert model.fixed_s == pytest.approx(0.9, abs=0.05)
+    assert 1 / model.per_row_s == pytest.approx(1500, rel=0.05)
+    # at 5 s batches: (5 - 0.9) / 5 of the per-row rate
+    assert model.rate_at(5.0) == pytest.approx(4.1 / 5 * 1500, rel=0.06)
+
+
+def test_batches_of_one_size_fit_nothing_and_the_last_good_fit_is_kept():
+    steady = _batches(0.9, 1 / 1500, [1000, 1020, 990, 1010, 1005])
+    assert fit_cost(steady, 5.0, 60.0) is None
+    remembered = CostModel(0.9, 1 / 1500)
+    capacity, model = job_capacity(steady, 5.0, 60.0, 5.0, remembered)
+    assert model == remembered and capacity == pytest.approx(remembered.rate_at(5.0))
+    capacity, model = job_capacity(steady, 5.0, 60.0, 5.0, None)  # nothing to go on: the plain ratio
+    assert model is None and capacity == pytest.approx(busy_rate(steady, 5.0, 60.0))
+
+
+def test_the_capacity_is_never_below_what_the_reduce_was_seen_to_process():
+    # a fit that under-reads (rows of very different cost) is raised to the observed ratio
+    big = _batches(0.1, 1 / 5000, [4000, 5000, 6000])
+    low = CostModel(2.0, 1 / 500)
+    capacity, _ = job_capacity(big, 3.0, 60.0, 5.0, low)
+    assert capacity is not None and capacity >= (busy_rate(big, 3.0, 60.0) or math.inf)
+    assert capacity > low.rate_at(5.0)
