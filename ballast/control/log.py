@@ -60,6 +60,15 @@ SNAPSHOT_EVERY = 1000
 SCAN_CHUNK = 1024
 
 
+def record_time_ms(message: Any) -> int | None:
+    """A consumed record's Kafka timestamp in ms (the writer's CreateTime, or the broker's
+    LogAppendTime on a topic configured so), None when the record has none."""
+    from confluent_kafka import TIMESTAMP_NOT_AVAILABLE
+
+    kind, ms = message.timestamp()
+    return None if kind == TIMESTAMP_NOT_AVAILABLE or ms < 0 else int(ms)
+
+
 def writer_transactional_id(control_topic: str) -> str:
     """The one transactional id of the writers of ``control_topic``."""
     return f"ballast-control-writer.{control_topic}"
@@ -232,8 +241,8 @@ class ControlLogReader:
 
     # --- folding ----------------------------------------------------------------------------------
 
-    def _fold_messages(self, msgs: list) -> list[dict[str, Any]]:
-        events = []
+    def _fold_messages(self, msgs: list) -> list[tuple[dict[str, Any], int | None]]:
+        events: list[tuple[dict[str, Any], int | None]] = []
         builder = self._builder
         try:
             for m in msgs:
@@ -246,7 +255,7 @@ class ControlLogReader:
                 if self.require_genesis and not builder.started and not base:
                     raise GenesisMissingError(missing_message(self.topic))
                 if builder.apply(event):
-                    events.append(event)
+                    events.append((event, record_time_ms(m)))
                     if base:
                         self.last_snapshot_epoch = builder.epoch
         finally:
@@ -258,6 +267,14 @@ class ControlLogReader:
 
         The first call of a reader that has not read yet finds its start first (blocking).
         """
+        return [event for event, _ms in self.poll_timed(timeout, max_events)]
+
+    def poll_timed(
+        self, timeout: float = 0.0, max_events: int = 1000
+    ) -> list[tuple[dict[str, Any], int | None]]:
+        """:meth:`poll`, each event with its record's Kafka timestamp (None when the broker gave
+        none): when the event was appended, which the reduce needs to know which settings could be
+        in force for a window (:meth:`spark_jobs.reduce.ownership.OwnershipView.epoch_at_time`)."""
         if self._next_offset is None:
             self._locate(30.0)
         return self._fold_messages(self.consumer.consume(max_events, timeout=timeout))
@@ -268,10 +285,14 @@ class ControlLogReader:
         ``timeout`` bounds the time without progress (no new offset read), not the total: a long
         log is read to its end however long that takes, a stuck one fails after ``timeout``.
         """
+        return [event for event, _ms in self.read_to_end_timed(timeout)]
+
+    def read_to_end_timed(self, timeout: float = 30.0) -> list[tuple[dict[str, Any], int | None]]:
+        """:meth:`read_to_end`, each event with its record's Kafka timestamp (see :meth:`poll_timed`)."""
         if self._next_offset is None:
             self._locate(timeout)
         _low, high = self.bounds(timeout)
-        events: list[dict[str, Any]] = []
+        events: list[tuple[dict[str, Any], int | None]] = []
         last = (time.monotonic(), self._position())
         while True:
             position = self._position()
@@ -284,7 +305,7 @@ class ControlLogReader:
                     f"reading control topic {self.topic}: no progress for {timeout:g} s at offset "
                     f"{max(position, 0)} (reading to {high})"
                 )
-            events.extend(self.poll(timeout=0.2))
+            events.extend(self.poll_timed(timeout=0.2))
 
     def close(self) -> None:
         self.consumer.close()

@@ -97,8 +97,12 @@ def record_terms(keep: np.ndarray, value: np.ndarray | None) -> dict[str, np.nda
 @dataclass
 class SamplingTerms:
     """The sampling columns of emitted rows (parallel arrays), and ``opaque_keep``: for a row whose
-    records the engine cannot attribute to windows (a per-key processor's windows are its own), the
-    lowest keep-probability in force while its state was built, below 1; NaN for every other row."""
+    own records cannot show what was shed from it, the lowest keep-probability below 1 in force
+    while its records could have been routed; NaN for every other row. Such a row is a per-key
+    processor's (its windows are its own, the engine cannot attribute records to them) or a
+    window none of whose seen records was kept with p < 1 while a setting below 1 was in force (its
+    shed records may all have been dropped: ``sampled == 0`` cannot prove it exact). The rule is
+    the engine's (``WorkerStep._opaque_terms``)."""
 
     sampled: np.ndarray
     count: np.ndarray
@@ -136,10 +140,12 @@ class Estimates:
     """Per result row: what it estimates the window was offered, and how exact that is.
 
     ``exact``: nothing of the window was shed (every estimate equals what was seen, errors 0, each
-    interval a point). ``keep_probability``: the share of the window's offered records that were
-    kept, as estimated, ``(count + excluded) / estimated_count``: the harmonic mean of the kept
-    records' keep-probabilities (their common value when one setting was in force). Unknown values
-    (a per-key processor's row built while something was shed) are NaN, ``relative_error`` +inf.
+    interval a point): no record of it was kept with p < 1 and no ``opaque_keep`` says a setting
+    below 1 was in force while its records could have been routed. ``keep_probability``: the
+    share of the window's offered records that were kept, as estimated, ``(count + excluded) /
+    estimated_count``: the harmonic mean of the kept records' keep-probabilities (their common
+    value when one setting was in force); the ``opaque_keep`` when there is one. Unknown values
+    (a row with an ``opaque_keep``: no estimate is possible) are NaN, ``relative_error`` +inf.
     """
 
     exact: np.ndarray

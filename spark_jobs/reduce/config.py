@@ -57,6 +57,13 @@ class ReduceSettings(Settings):
         "records further ahead of processing time are refused (dead-lettered as future) and do not "
         "move the watermark (a Spark interval; 0 seconds: no bound)",
     )
+    exact_margin: str = setting(
+        "10 seconds",
+        "a window row is exact only if no keep-probability below 1 was in force from this long "
+        "before its start (by the control log's record times) to the log's end: it covers producer "
+        "clock skew and routers' lag behind the control log; larger only makes more rows non-exact "
+        "(a Spark interval)",
+    )
     spark_log: Path = setting(
         Path(""),
         "file for Spark's own output (its log lines, its workers' prints) with `reduce run`; the job's "
@@ -87,7 +94,7 @@ class ReduceSettings(Settings):
         self.spark_options()  # a malformed pair fails at parse time, before Spark starts
         from spark_jobs.processors.spec import from_spec  # numpy only: no Spark starts
 
-        checks = [(n, interval_ms) for n in ("watermark_delay", "max_future", "trigger")]
+        checks = [(n, interval_ms) for n in ("watermark_delay", "max_future", "exact_margin", "trigger")]
         if self.correction_horizon:
             checks.append(("correction_horizon", interval_ms))
         checks.append(("processor", from_spec))  # a bad processor is one line before any broker is asked
@@ -115,6 +122,9 @@ class ReduceSettings(Settings):
 
     def max_future_ms(self) -> int:
         return interval_ms(self.max_future)
+
+    def exact_margin_ms(self) -> int:
+        return interval_ms(self.exact_margin)
 
     def spark_options(self) -> dict[str, str]:
         """``spark_conf`` as Spark options (a key given twice: the last value)."""

@@ -44,8 +44,11 @@ merged into it after a crash replay.
 Every record counted in a window, or excluded from it, that was kept with a probability below 1
 adds its Horvitz–Thompson terms to the window's row (:mod:`spark_jobs.processors.sampling`), so
 each result states its estimates and their error; held records keep their probability until they
-are replayed. A per-key processor's windows are its own: its results say that no estimate is
-possible when something was shed during the key's run (docs/results.md).
+are replayed. A window none of whose seen records was kept with p < 1 is not exact merely for that
+(its shed records may all have been dropped): it is exact only if no setting below 1 was in force
+while its records could have been routed, else it says no estimate is possible, as a per-key
+processor's results do when something was shed during the key's run (``_opaque_terms``,
+docs/results.md).
 
 **Records left out** are dead-lettered with their reason and counted: ``late`` (older than the
 watermark; counted in each of its windows' rows, a correction if the window was emitted),
@@ -93,6 +96,9 @@ class WorkerConfig:
     record_cost_s: float = 0.0  # simulated work per record, paid where the key's state lives (benchmarks)
     horizon_ms: int = 0  # emitted windows are kept this long past their end for corrections
     max_future_ms: int = 0  # records further ahead of processing time are refused (0: no bound)
+    # how far before its start a window's records may have been routed, by the control log's clock
+    # (producer clock skew + a router's lag behind the log): see WorkerStep._opaque_terms
+    exact_margin_ms: int = 10_000
 
 
 @dataclass(frozen=True)
@@ -844,19 +850,47 @@ class WorkerStep:
             self._loaded[b] = table
 
     def _opaque_terms(self, results: Results) -> None:
-        """A processor that cannot see windows (a per-key one) gets no sampling terms: its rows say
-        no estimate is possible when a keep-probability below 1 was in force for the job's topics at
-        some epoch of the key's run (from its start to the log's end as this batch read it)."""
-        if self.processor.windowed or not self.view.sheds:
+        """Rows whose own records cannot show what was shed from them get no estimate: they say
+        so (``opaque_keep``, the lowest keep-probability below 1 in force for the job's topics)
+        instead of claiming to be exact.
+
+        A per-key processor's windows are its own: any of its rows built while a setting below 1
+        was in force at some epoch of the key's run (from its start to the log's end as this
+        batch read it).
+
+        A windowed row with no record kept with p < 1 (``sampled == 0``) looks exact, but the
+        records it lost may all have been dropped. It is exact only if no setting below 1 was in
+        force from the epoch in force at log time ``window_start - exact_margin_ms`` to the log's
+        end as this batch read it: a record of the window has event time >= its start, so it was
+        appended and routed no earlier than that, less producer clock skew and a router's lag
+        behind the log, which the margin covers. A producer clock further ahead than the margin
+        can still make a false exact; a larger margin only makes more rows non-exact. Both ends
+        come from the log up to the batch's end (its records' timestamps included), so a replay
+        answers the same. Rows with sampled records keep their Horvitz–Thompson estimates: those
+        account for the records they lost."""
+        if not self.view.sheds or not len(results):
             return
         latest = min(self.log_epoch(), self.view.epoch)
-        lowest = {
-            run: self.view.lowest_keep(self.topics, run, latest) for run in np.unique(results.run).tolist()
-        }
-        low = np.array([lowest[r] for r in results.run.tolist()], dtype=np.float64)
+        if not self.processor.windowed:
+            runs = np.unique(results.run).tolist()
+            lowest = {run: self.view.lowest_keep(self.topics, run, latest) for run in runs}
+            low = np.array([lowest[r] for r in results.run.tolist()], dtype=np.float64)
+        else:
+            margin = int(self.config.exact_margin_ms)
+            unsampled = results.sampling().sampled == 0
+            starts = np.unique(results.window_start[unsampled]).tolist()
+            by_start = {
+                start: self.view.lowest_keep(
+                    self.topics, self.view.epoch_at_time(start - margin, latest), latest
+                )
+                for start in starts
+            }
+            low = np.ones(len(results), dtype=np.float64)
+            for i in np.flatnonzero(unsampled).tolist():
+                low[i] = by_start[int(results.window_start[i])]
         if (low < 1.0).any():
             terms = results.sampling()
-            terms.opaque_keep = np.where(low < 1.0, low, np.nan)
+            terms.opaque_keep = np.where(low < 1.0, low, terms.opaque_keep)
             results.terms = terms
 
     # --- stats -------------------------------------------------------------------------------------

@@ -26,9 +26,20 @@ a transaction boundary), so the record's envelope epoch names the settings it wa
 view keeps their history (:meth:`OwnershipView.keep_probabilities`), and the engine scales each
 window's results by the probabilities its records survived.
 
-Memory: one entry per key ever named by the table (not per key ever seen), one per modulus change
-and one per change of the shedding settings; rebuilt from the log's genesis when a worker process
-starts.
+**When each epoch began.** A window whose shed records were *all* dropped saw only records kept
+for sure, so its own records cannot tell it that something was shed. The engine asks instead which
+settings were in force while the window's records could have been routed: from the epoch in force
+at a log time (:meth:`OwnershipView.epoch_at_time`) to the log's end. The time of an epoch is its
+control record's Kafka timestamp, which is in the log itself, so a replay answers the same. Times
+are made non-decreasing (a writer whose clock ran behind an earlier one's counts as appending at
+the earlier time): that can only move an epoch's start later, hence the answer earlier, and an
+earlier first epoch covers more settings. Events folded without a timestamp (older callers) leave
+the answer at the last timed event before them, or at the first epoch folded: never later than
+the truth.
+
+Memory: one entry per key ever named by the table (not per key ever seen), one per modulus change,
+one per change of the shedding settings and one (epoch, time) pair per event folded with a time;
+rebuilt from the log's genesis when a worker process starts.
 """
 
 from __future__ import annotations
@@ -70,6 +81,10 @@ class OwnershipView:
         self._keeps: list[tuple[int, dict[str, float]]] = []
         self._keep_epochs: list[int] = []
         self._sheds = False  # some setting below 1 was ever in force
+        self._first = 0  # the first epoch folded (the genesis)
+        # events folded with their log time: epochs ascending, times non-decreasing (running max)
+        self._timed_epochs: list[int] = []
+        self._times: list[int] = []
 
     # --- folding ----------------------------------------------------------------------------------
 
@@ -87,8 +102,9 @@ class OwnershipView:
     def rehash_epochs(self) -> Sequence[int]:
         return self._rehash
 
-    def apply(self, event: Mapping[str, Any]) -> None:
-        """Fold one event (in log order)."""
+    def apply(self, event: Mapping[str, Any], log_ms: int | None = None) -> None:
+        """Fold one event (in log order); ``log_ms``: its control record's Kafka timestamp, when
+        the caller read it from the topic (see :meth:`epoch_at_time`)."""
         builder = self._builder
         etype = event["type"]
         body = _body(event)
@@ -105,7 +121,11 @@ class OwnershipView:
             return
         epoch = builder.epoch
         self._keep_history(epoch)
+        if log_ms is not None:
+            self._timed_epochs.append(epoch)
+            self._times.append(max(int(log_ms), self._times[-1]) if self._times else int(log_ms))
         if genesis:
+            self._first = epoch
             self._moduli = [(epoch, builder.num_workers)]
             for kb in builder.pinned():  # pinned from the start: owned by their pin, not their home
                 self._pins[kb.decode("utf-8")] = [(0, builder.route(kb))]
@@ -248,6 +268,17 @@ class OwnershipView:
             default=1.0,
         )
 
+    def epoch_at_time(self, log_ms: int, upto: int) -> int:
+        """The epoch in force at log time ``log_ms``: that of the last control event appended at
+        or before it (the genesis when none was), among the epochs up to ``upto``.
+
+        Why ``upto``: the caller's batch knows the log only to there, and a view folded further
+        by now must not answer a replay differently. Never later than the truth (module
+        docstring): without times, the first epoch folded."""
+        self._check(upto)
+        i = min(bisect.bisect_right(self._times, log_ms), bisect.bisect_right(self._timed_epochs, upto))
+        return self._timed_epochs[i - 1] if i else self._first
+
     # --- questions about many keys at once (the batch path) -------------------------------------
 
     def owners(self, keys: np.ndarray, epochs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -313,8 +344,8 @@ class OwnershipLog:
                     f"control log: epoch {epoch} was seen in the data but the log reached only "
                     f"{self.view.epoch} within {timeout:g} s"
                 )
-            for event in self._reader.poll(timeout=0.2):
-                self.view.apply(event)
+            for event, log_ms in self._reader.poll_timed(timeout=0.2):
+                self.view.apply(event, log_ms)
         return self.view
 
     def latest(self, timeout: float = 60.0) -> OwnershipView:
@@ -324,8 +355,8 @@ class OwnershipLog:
         must not emit a window of a key the log already moves elsewhere (the new owner may hold
         records of that window, routed by a router that is ahead); see the engine's emission rule.
         """
-        for event in self._reader.read_to_end(timeout):
-            self.view.apply(event)
+        for event, log_ms in self._reader.read_to_end_timed(timeout):
+            self.view.apply(event, log_ms)
         return self.view
 
     def close(self) -> None:

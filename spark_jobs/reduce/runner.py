@@ -56,6 +56,7 @@ def job_spec(
         record_cost_us=settings.record_cost_us,
         horizon_ms=settings.horizon_ms(),
         max_future_ms=settings.max_future_ms(),
+        exact_margin_ms=settings.exact_margin_ms(),
     )
 
 

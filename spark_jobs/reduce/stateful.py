@@ -56,6 +56,7 @@ class JobSpec:
     record_cost_us: float = 0.0
     horizon_ms: int = 0
     max_future_ms: int = 0
+    exact_margin_ms: int = 10_000
 
 
 PIECE_BYTES = 32 * 1024  # the largest value one state call carries (see PiecedMap)
@@ -302,6 +303,7 @@ class WorkerProcessor(StatefulProcessor):
             record_cost_s=spec.record_cost_us / 1e6,
             horizon_ms=spec.horizon_ms,
             max_future_ms=spec.max_future_ms,
+            exact_margin_ms=spec.exact_margin_ms,
         )
         store = _SparkStore(entries)
         inputs = current_inputs(spec.kafka, spec.input_topics)

@@ -41,6 +41,9 @@ class Msg:
     def partition(self) -> int:
         return 0
 
+    def timestamp(self) -> tuple[int, int]:
+        return 1, 1000 * self._offset  # CreateTime: the reader hands it out with the event
+
 
 class ScriptedLog:
     """A one-partition log of committed records; delivers one record per ``every`` seconds and

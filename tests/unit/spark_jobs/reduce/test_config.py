@@ -62,6 +62,7 @@ def test_the_default_job_id_and_checkpoint_differ_by_deployment_and_processor(tm
         (["--processor", "no_such_processor"], "processor"),
         (["--processor", "aggregate:size=ten"], "size"),
         (["--max-future", "soon"], "interval"),
+        (["--exact-margin", "a while"], "interval"),
         (["--correction-horizon", "-1 seconds"], "interval"),
     ],
 )
@@ -73,3 +74,16 @@ def test_a_bad_processor_or_interval_is_refused_at_parse_time(argv, message):
 def test_horizon_defaults_to_the_watermark_delay():
     assert ReduceSettings(watermark_delay="7 seconds").horizon_ms() == 7000
     assert ReduceSettings(correction_horizon="1 minute").horizon_ms() == 60000
+
+
+def test_the_exact_margin_defaults_to_ten_seconds_and_takes_an_interval():
+    """The margin a windowed row's exact claim looks back before its window's start; the engine's
+    own default is the same, so a worker built without the setting is no less conservative."""
+    from spark_jobs.reduce.engine import WorkerConfig
+    from spark_jobs.reduce.stateful import JobSpec
+
+    assert ReduceSettings().exact_margin_ms() == 10_000 == WorkerConfig(0, ()).exact_margin_ms
+    assert JobSpec.__dataclass_fields__["exact_margin_ms"].default == 10_000
+    assert _parse("--exact-margin", "30 seconds").exact_margin_ms() == 30_000
+    env = {"BALLAST_REDUCE_EXACT_MARGIN": "2 minutes"}
+    assert ReduceSettings.from_args(None, env=env).exact_margin_ms() == 120_000

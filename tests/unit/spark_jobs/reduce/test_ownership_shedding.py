@@ -87,3 +87,47 @@ def test_an_epoch_not_folded_is_refused() -> None:
     view = view_of(shedding(1, "a", 0.5))
     with pytest.raises(EpochNotFolded):
         ask(view, [("a", 2)])
+
+
+# --- the epoch in force at a log time ----------------------------------------------------------------
+
+
+def timed_view(*events_at: tuple[dict, int | None]) -> OwnershipView:
+    view = OwnershipView(N)
+    for event, ms in events_at:
+        view.apply(event, ms)
+    return view
+
+
+def test_the_epoch_at_a_time_is_that_of_the_last_event_appended_at_or_before_it() -> None:
+    view = timed_view((genesis(), 100), (shedding(1, "a", 0.5), 200), (shedding(2, "a", 1.0), 300))
+    assert [view.epoch_at_time(ms, 2) for ms in (0, 99, 100, 199, 200, 201, 299, 300, 10_000)] == [
+        0, 0, 0, 0, 1, 1, 1, 2, 2,
+    ]  # fmt: skip
+
+
+def test_the_epoch_at_a_time_answers_only_from_the_epochs_the_caller_knows() -> None:
+    """A view folded further than the batch's log end answers as if it were not (a replay may run
+    on a view folded less far)."""
+    view = timed_view((genesis(), 100), (shedding(1, "a", 0.5), 200), (shedding(2, "a", 1.0), 300))
+    assert view.epoch_at_time(10_000, 1) == 1 and view.epoch_at_time(10_000, 0) == 0
+    with pytest.raises(EpochNotFolded):
+        view.epoch_at_time(10_000, 3)
+
+
+def test_without_times_the_epoch_at_any_time_is_the_first_one() -> None:
+    view = view_of(shedding(1, "a", 0.5), shedding(2, "a", 1.0))
+    assert view.epoch_at_time(0, 2) == view.epoch_at_time(10**13, 2) == 0
+
+
+def test_an_untimed_event_leaves_the_answer_at_the_last_timed_one_before_it() -> None:
+    """When an event without a time began is unknown, so the answer never moves past it."""
+    view = timed_view((genesis(), 100), (shedding(1, "a", 0.5), None), (shedding(2, "a", 1.0), 300))
+    assert [view.epoch_at_time(ms, 2) for ms in (150, 250, 300)] == [0, 0, 2]
+
+
+def test_a_time_behind_an_earlier_one_counts_as_the_earlier_time() -> None:
+    """A writer whose clock ran behind: its event counts as appended no earlier than the event
+    before it, which can only make the answer an earlier epoch."""
+    view = timed_view((genesis(), 100), (shedding(1, "a", 0.5), 500), (shedding(2, "a", 1.0), 400))
+    assert [view.epoch_at_time(ms, 2) for ms in (450, 499, 500)] == [0, 0, 2]

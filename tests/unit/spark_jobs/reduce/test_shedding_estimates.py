@@ -150,21 +150,30 @@ def test_the_95_percent_interval_holds_the_truth_in_90_to_99_percent_of_windows(
     rows = all_rows(run_engine(processor, records, kept, batch=4000))
     est = estimate(rows.count, rows.sum, rows.excluded, rows.terms)
     seen: set[tuple[str, int]] = set()
-    count_in = sum_in = 0
+    count_in = sum_in = unshed_opaque = 0
     for i, (key, start) in enumerate(zip(rows.key.tolist(), rows.window_start.tolist(), strict=True)):
         window = (key, start)
         assert window not in seen, f"window {window} written twice"
         seen.add(window)
         n, s = truth[window]
-        if not shed[window]:  # nothing shed: exact, and the interval is the point
-            assert est.exact[i] and (rows.count[i], rows.sum[i]) == (n, s)
+        if est.exact[i]:  # never a false exact: the interval is the point, and the truth
+            assert not shed[window] and (rows.count[i], rows.sum[i]) == (n, s)
             assert est.count_low[i] == est.count_high[i] == n and est.sum_low[i] == est.sum_high[i] == s
+            continue
+        if not shed[window]:
+            # nothing was shed from it, but the log had a setting below 1 in force while its
+            # records could have been routed (to its end: views stay at 1/2), and its own records
+            # cannot show that none was dropped: what it saw, and no estimate
+            assert est.sampled[i] == 0 and (rows.count[i], rows.sum[i]) == (n, s)
+            assert est.estimated_count[i] == n and np.isinf(est.relative_error[i])
+            unshed_opaque += 1
             continue
         assert not est.exact[i]
         count_in += est.count_low[i] <= n <= est.count_high[i]
         sum_in += est.sum_low[i] <= s <= est.sum_high[i]
     sampled_windows = sum(shed.values())
     assert sampled_windows >= 1000 and seen <= set(truth)
+    assert unshed_opaque == len(seen) - sum(shed[w] for w in seen)  # every unshed window of this log
     # a window whose every record was shed has no row: it counts as a miss
     count_coverage, sum_coverage = count_in / sampled_windows, sum_in / sampled_windows
     assert 0.90 <= count_coverage <= 0.99, count_coverage
@@ -173,7 +182,8 @@ def test_the_95_percent_interval_holds_the_truth_in_90_to_99_percent_of_windows(
     true_count = sum(c for c, _ in truth.values())
     true_sum = sum(s for _, s in truth.values())
     assert abs(est.estimated_count.sum() / true_count - 1) < 0.01
-    assert abs(est.estimated_sum.sum() / true_sum - 1) < 0.01
+    estimated = np.isfinite(est.estimated_sum)  # a row with no estimate: the truth, as checked above
+    assert abs((est.estimated_sum[estimated].sum() + rows.sum[~estimated].sum()) / true_sum - 1) < 0.01
 
 
 # --- no shedding: exact, and the same as a log that never shed ----------------------------------
@@ -377,3 +387,75 @@ def test_a_per_key_processor_says_no_estimate_is_possible_once_its_key_saw_shedd
     plain.step([marker(0, 0), data(K, 1.0, 10, 0)])
     rows = plain.step([], watermark=500).results
     assert estimate(rows.count, rows.sum, rows.excluded, rows.terms).exact.all()
+
+
+# --- a window whose shed records were all dropped ---------------------------------------------------
+
+MARGIN = 100  # ms: the worker's exact margin in these tests
+SHED_AT, LIFT_AT = 1000, 2000  # log times of the SHEDDING events (epochs 1 and 2)
+
+
+def _timed_log() -> OwnershipView:
+    """Genesis at log time 0, "in" shed to 1/2 at epoch 1 (time 1000), lifted at epoch 2 (2000)."""
+    view = OwnershipView(N)
+    for event, ms in ((genesis(), 0), (shedding(1, "in", 0.5), SHED_AT), (shedding(2, "in", 1.0), LIFT_AT)):
+        view.apply(event, ms)
+    return view
+
+
+def test_a_window_whose_shed_records_were_all_dropped_is_not_exact() -> None:
+    """K's records of window [1100, 1200) routed under epoch 1 (p = 1/2) were all dropped; the
+    worker sees one of K's records there kept for sure (a router still at epoch 0). Nothing it saw
+    was sampled, yet the window lost records: not exact, the lowest keep in force, no estimate
+    (as a per-key processor's row). OTHER's window at the same time has sampled records and keeps
+    its Horvitz–Thompson estimates. Windows before any shedding (emitted while the log ended at
+    epoch 0) and windows starting more than the margin after the lift are exact; one starting
+    within the margin of the lift is not (its records may have been routed before the lift)."""
+    view = _timed_log()
+    w = Worker(0, view, AGG, exact_margin_ms=MARGIN)
+    from tests.support.engine_rows import control
+
+    before = w.step([marker(0, 0), data(K, 1.0, 10, 0), control(0)], watermark=500, log=False).results
+    est = estimate(before.count, before.sum, before.excluded, before.terms)
+    assert before.window_start.tolist() == [0] and est.exact.all() and est.keep_probability[0] == 1.0
+
+    w.step(
+        [
+            marker(2, 0),
+            data(K, 2.0, 1150, 0),  # kept for sure; K's epoch-1 records of this window: all dropped
+            data(OTHER, 3.0, 1150, 1),  # kept with p = 1/2
+            data(K, 4.0, 2050, 2),  # window [2000, 2100): starts within the margin of the lift
+            data(K, 5.0, 2150, 2),  # window [2100, 2200): starts exactly at lift + margin
+            data(K, 6.0, 2250, 2),  # window [2200, 2300): starts more than the margin after it
+        ]
+    )
+    rows = w.step([], watermark=5000).results
+    est = estimate(rows.count, rows.sum, rows.excluded, rows.terms)
+    windows = zip(rows.key.tolist(), rows.window_start.tolist(), strict=True)
+    got = {(str(k), int(s)): i for i, (k, s) in enumerate(windows)}
+    assert set(got) == {(K, 1100), (OTHER, 1100), (K, 2000), (K, 2100), (K, 2200)}
+
+    dropped = got[(K, 1100)]
+    assert est.sampled[dropped] == 0 and not est.exact[dropped]
+    assert est.keep_probability[dropped] == 0.5 and np.isinf(est.relative_error[dropped])
+    assert est.estimated_count[dropped] == 1 and np.isnan(est.estimated_sum[dropped])  # what was seen
+
+    sampled = got[(OTHER, 1100)]
+    assert not est.exact[sampled] and est.sampled[sampled] == 1 and est.estimated_count[sampled] == 2
+    assert est.estimated_sum[sampled] == 6.0
+
+    assert not est.exact[got[(K, 2000)]] and est.keep_probability[got[(K, 2000)]] == 0.5
+    for start in (2100, 2200):  # the epoch at log time start - margin is the lift's: nothing shed since
+        i = got[(K, start)]
+        assert est.exact[i] and est.keep_probability[i] == 1.0 and est.relative_error[i] == 0.0
+
+
+def test_without_log_times_a_window_after_the_lift_is_not_claimed_exact() -> None:
+    """A view folded without the control records' times cannot tell when the lift came: every
+    window that saw nothing sampled counts shedding from the log's first epoch (conservative)."""
+    view = view_of(shedding(1, "in", 0.5), shedding(2, "in", 1.0))
+    w = Worker(0, view, AGG, exact_margin_ms=MARGIN)
+    w.step([marker(2, 0), data(K, 6.0, 9250, 2)])
+    rows = w.step([], watermark=20_000).results
+    est = estimate(rows.count, rows.sum, rows.excluded, rows.terms)
+    assert rows.window_start.tolist() == [9200] and not est.exact[0] and est.keep_probability[0] == 0.5
