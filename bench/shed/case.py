@@ -101,6 +101,7 @@ class Deployment:
                 f"aggregate:size={p.window_ms}ms",
                 local_cores=WORKERS,
                 watermark_delay=p.watermark_delay,
+                exact_margin=p.exact_margin,
                 trigger=p.trigger,
                 record_cost_us=p.record_cost_us,
                 log_level="ERROR",
@@ -296,7 +297,7 @@ def _judge(d: Deployment, events: Events, produced: int, keeps: list[dict[str, A
     out["verdicts_results"] = {"coverage": verdicts.covered(cov)}
     if d.name == "on":
         out["verdicts_results"]["exact_again"] = verdicts.exact_again(
-            judge.first_exact_start(lines), applied, p.window_ms, overload[1]
+            judge.first_exact_start(lines), applied, p.window_ms, overload[1], interval_ms(p.exact_margin)
         )
     return out
 

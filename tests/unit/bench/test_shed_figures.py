@@ -208,6 +208,10 @@ def test_exact_again_needs_every_window_from_the_one_after_the_lift_applied():
     assert not v["exact_again"] and v["first_window_due_ms"] == 110_000
     assert v["first_exact_after_overload_s"] == 25.0
     assert not verdicts.exact_again(None, 104_000, W, 95_000)["exact_again"]
+    # with the reduce's exact margin, the first window due is the one starting margin after the lift
+    v = verdicts.exact_again(120_000, 104_000, W, 95_000, margin_ms=10_000)
+    assert v["exact_again"] and v["first_window_due_ms"] == 120_000
+    assert not verdicts.exact_again(130_000, 104_000, W, 95_000, margin_ms=10_000)["exact_again"]
 
 
 def test_coverage_verdict_needs_both_in_band_and_enough_windows():
