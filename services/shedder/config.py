@@ -326,7 +326,12 @@ class ShedderSettings(Settings):
     trend_tolerance_s: float = setting(
         1.0, "a stream's lag is rising (falling) when it moved more than this since the last cycle", minimum=0
     )
-    rate_tau_s: float = setting(10.0, "time constant of the smoothed arrival and service rates", minimum=0.1)
+    rate_tau_s: float = setting(10.0, "time constant of the smoothed service rates", minimum=0.1)
+    arrival_tau_s: float = setting(
+        3.0,
+        "time constant of the smoothed arrival rates (log ends move smoothly: a step shows within a cycle)",
+        minimum=0.1,
+    )
     rate_interval_s: float = setting(
         2.0,
         "rates are measured over intervals at least this long (offsets move by commits: a shorter "

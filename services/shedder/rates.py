@@ -61,11 +61,12 @@ class PartitionRates:
     """One partition seen by one group: the log's arrival rate and the group's service rate."""
 
     tau_s: float = DEFAULT_TAU_S
+    arrival_tau_s: float | None = None  # None: tau_s (see LagTracker for why they may differ)
     arrival: RateMeter = field(init=False)
     service: RateMeter = field(init=False)
 
     def __post_init__(self) -> None:
-        self.arrival = RateMeter(self.tau_s)
+        self.arrival = RateMeter(self.arrival_tau_s or self.tau_s)
         self.service = RateMeter(self.tau_s)
 
     def update(self, time: float, end: int, committed: int | None) -> None:

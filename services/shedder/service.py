@@ -76,7 +76,11 @@ class Shedder:
         self.id = settings.resolved_id(layout.prefix)
         self.routed_topic = layout.name("routed")
         self.tracker = LagTracker(
-            settings.status_rules(), settings.table_capacity, settings.rate_tau_s, settings.rate_interval_s
+            settings.status_rules(),
+            settings.table_capacity,
+            tau_s=settings.rate_tau_s,
+            rate_interval_s=settings.rate_interval_s,
+            arrival_tau_s=settings.arrival_tau_s,
         )
         self.policy = SheddingPolicy(policy, self.streams)
         self.keeps = KeepsInForce()

@@ -12,6 +12,12 @@ directly (:class:`~services.shedder.rates.RateMeter`), so after a start a zero r
 the smoothed rate for several time constants: a restarted shedder planned with a capacity of 7/s
 for a consumer doing 150/s.
 
+Why the arrival rate may forget faster than the service rate (``arrival_tau_s``): log-end offsets
+advance with every produced batch, a committed offset only with a transaction or a micro-batch.
+The service rate needs the long time constant against those steps; the arrival rate does not,
+and the policy plans with it: after an overload's end, a 10 s arrival rate still said 1,700/s
+for 720/s one cycle later, which held a lift's goal at 0.8 and took a fourth cycle to lift.
+
 A reduce job commits no offsets; its position on a routed partition is the ``end_offsets`` of its
 latest ``ReduceProgress`` (-1: not known), and ``reported_at`` the time that progress arrived, so a
 job that stopped reporting is STOP once its oldest unread record is old enough.
@@ -100,10 +106,12 @@ class LagTracker:
         table_capacity: int = DEFAULT_CAPACITY,
         tau_s: float = DEFAULT_TAU_S,
         rate_interval_s: float = 0.0,
+        arrival_tau_s: float | None = None,
     ) -> None:
         self.rules = rules or StatusRules()
         self.table_capacity = table_capacity
         self.tau_s = tau_s
+        self.arrival_tau_s = arrival_tau_s
         self.rate_interval_s = rate_interval_s
         self._rated_at: dict[tuple[str, TopicPartition], float] = {}
         self.tables: dict[TopicPartition, LagTable] = {}
@@ -153,7 +161,7 @@ class LagTracker:
             key = (group, tp)
             rates = self._rates.get(key)
             if rates is None:
-                rates = self._rates[key] = PartitionRates(self.tau_s)
+                rates = self._rates[key] = PartitionRates(self.tau_s, self.arrival_tau_s)
                 self._histories[key] = PartitionHistory(self.rules)
             if now - self._rated_at.get(key, -math.inf) >= self.rate_interval_s:
                 rates.update(now, end, committed)

@@ -93,3 +93,14 @@ def test_drain_time():
     assert drain_time_s(1_000, Rates(100.0, 150.0)) == pytest.approx(20.0)
     assert drain_time_s(1_000, Rates(150.0, 150.0)) == math.inf
     assert drain_time_s(0, Rates(150.0, 10.0)) == 0.0
+
+
+def test_the_arrival_rate_may_forget_faster_than_the_service_rate():
+    rates = PartitionRates(tau_s=10.0, arrival_tau_s=3.0)
+    for t in range(0, 21, 2):  # 1000/s written and read
+        rates.update(float(t), 1000 * t, 1000 * t)
+    for t in range(22, 27, 2):  # the input drops to 250/s; the reader drains at 1000/s
+        rates.update(float(t), 20_000 + 250 * (t - 20), 1000 * t)
+    # 6 s later the arrival rate is most of the way to 250/s (351); a 10 s constant would say 662
+    assert rates.arrival.rate is not None and rates.arrival.rate < 400
+    assert rates.service.rate == pytest.approx(1000.0)
