@@ -860,14 +860,18 @@ class WorkerStep:
 
         A windowed row with no record kept with p < 1 (``sampled == 0``) looks exact, but the
         records it lost may all have been dropped. It is exact only if no setting below 1 was in
-        force from the epoch in force at log time ``window_start - exact_margin_ms`` to the log's
-        end as this batch read it: a record of the window has event time >= its start, so it was
-        appended and routed no earlier than that, less producer clock skew and a router's lag
-        behind the log, which the margin covers. A producer clock further ahead than the margin
-        can still make a false exact; a larger margin only makes more rows non-exact. Both ends
-        come from the log up to the batch's end (its records' timestamps included), so a replay
-        answers the same. Rows with sampled records keep their Horvitz–Thompson estimates: those
-        account for the records they lost."""
+        force from the epoch in force at log time ``window_start - exact_margin_ms`` to the one in
+        force at ``window_end + exact_margin_ms`` (at most the log's end as this batch read it):
+        a record of the window has an event time in ``[start, end)``, and is taken to be routed
+        within the margin of it (producer clock skew, a router's lag behind the log, a producer's
+        own delay). Why the upper bound: without it every window emitted while a shed was in force
+        said "no estimate", the windows that closed just before the shed too (a fifth of a
+        benchmark's shed-span rows). What it costs: a straggler routed more than the margin after
+        its window ended, under a shed, and dropped, leaves a window that says exact while it
+        missed it; a larger margin only makes more rows non-exact. Both ends come from the log up
+        to the batch's end (its records' timestamps included), so a replay answers the same; each
+        errs toward more epochs where a control record has no time. Rows with sampled records keep
+        their Horvitz–Thompson estimates: those account for the records they lost."""
         if not self.view.sheds or not len(results):
             return
         latest = min(self.log_epoch(), self.view.epoch)
@@ -878,16 +882,19 @@ class WorkerStep:
         else:
             margin = int(self.config.exact_margin_ms)
             unsampled = results.sampling().sampled == 0
-            starts = np.unique(results.window_start[unsampled]).tolist()
-            by_start = {
-                start: self.view.lowest_keep(
-                    self.topics, self.view.epoch_at_time(start - margin, latest), latest
+            starts = results.window_start[unsampled].tolist()
+            spans = set(zip(starts, results.window_end[unsampled].tolist(), strict=True))
+            by_span = {
+                (start, end): self.view.lowest_keep(
+                    self.topics,
+                    self.view.epoch_at_time(start - margin, latest),
+                    self.view.last_epoch_at_time(end + margin, latest),
                 )
-                for start in starts
+                for start, end in spans
             }
             low = np.ones(len(results), dtype=np.float64)
             for i in np.flatnonzero(unsampled).tolist():
-                low[i] = by_start[int(results.window_start[i])]
+                low[i] = by_span[(results.window_start[i].item(), results.window_end[i].item())]
         if (low < 1.0).any():
             terms = results.sampling()
             terms.opaque_keep = np.where(low < 1.0, low, terms.opaque_keep)

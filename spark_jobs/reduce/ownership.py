@@ -279,6 +279,17 @@ class OwnershipView:
         i = min(bisect.bisect_right(self._times, log_ms), bisect.bisect_right(self._timed_epochs, upto))
         return self._timed_epochs[i - 1] if i else self._first
 
+    def last_epoch_at_time(self, log_ms: int, upto: int) -> int:
+        """The latest epoch that may have been in force at log time ``log_ms``, among the epochs
+        up to ``upto``: the one before the first event known to be appended after it. Never
+        earlier than the truth (an event without a time may have come before ``log_ms``): without
+        times, ``upto``. The upper end of a window's epochs, as :meth:`epoch_at_time` is the lower."""
+        self._check(upto)
+        i = bisect.bisect_right(self._times, log_ms)
+        if i < len(self._timed_epochs) and self._timed_epochs[i] <= upto:
+            return max(self._timed_epochs[i] - 1, self._first)
+        return upto
+
     # --- questions about many keys at once (the batch path) -------------------------------------
 
     def owners(self, keys: np.ndarray, epochs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

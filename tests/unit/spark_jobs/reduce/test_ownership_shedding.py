@@ -131,3 +131,17 @@ def test_a_time_behind_an_earlier_one_counts_as_the_earlier_time() -> None:
     before it, which can only make the answer an earlier epoch."""
     view = timed_view((genesis(), 100), (shedding(1, "a", 0.5), 500), (shedding(2, "a", 1.0), 400))
     assert [view.epoch_at_time(ms, 2) for ms in (450, 499, 500)] == [0, 0, 2]
+
+
+def test_the_last_epoch_at_a_time_is_the_one_before_the_first_event_after_it() -> None:
+    view = timed_view((genesis(), 100), (shedding(1, "a", 0.5), 200), (shedding(2, "a", 1.0), 300))
+    assert [view.last_epoch_at_time(ms, 2) for ms in (0, 100, 199, 200, 299, 300, 10_000)] == [
+        0, 0, 0, 1, 1, 2, 2,
+    ]  # fmt: skip
+    assert view.last_epoch_at_time(10_000, 1) == 1  # only the epochs the caller knows
+
+
+def test_without_times_the_last_epoch_at_any_time_is_the_callers_last() -> None:
+    """The upper end errs late: an event without a time may have come before any time asked."""
+    view = view_of(shedding(1, "a", 0.5), shedding(2, "a", 1.0))
+    assert view.last_epoch_at_time(0, 2) == 2 and view.last_epoch_at_time(0, 1) == 1

@@ -409,8 +409,9 @@ def test_a_window_whose_shed_records_were_all_dropped_is_not_exact() -> None:
     was sampled, yet the window lost records: not exact, the lowest keep in force, no estimate
     (as a per-key processor's row). OTHER's window at the same time has sampled records and keeps
     its Horvitz–Thompson estimates. Windows before any shedding (emitted while the log ended at
-    epoch 0) and windows starting more than the margin after the lift are exact; one starting
-    within the margin of the lift is not (its records may have been routed before the lift)."""
+    epoch 0, or ending more than the margin before the shed) and windows starting more than the
+    margin after the lift are exact; one starting within the margin of the lift, or ending within
+    the margin of the shed, is not (its records may have been routed under the shed)."""
     view = _timed_log()
     w = Worker(0, view, AGG, exact_margin_ms=MARGIN)
     from tests.support.engine_rows import control
@@ -427,13 +428,15 @@ def test_a_window_whose_shed_records_were_all_dropped_is_not_exact() -> None:
             data(K, 4.0, 2050, 2),  # window [2000, 2100): starts within the margin of the lift
             data(K, 5.0, 2150, 2),  # window [2100, 2200): starts exactly at lift + margin
             data(K, 6.0, 2250, 2),  # window [2200, 2300): starts more than the margin after it
+            data(K, 7.0, 750, 0),  # window [700, 800): ends more than the margin before the shed
+            data(K, 8.0, 850, 0),  # window [800, 900): ends within the margin of the shed
         ]
     )
     rows = w.step([], watermark=5000).results
     est = estimate(rows.count, rows.sum, rows.excluded, rows.terms)
     windows = zip(rows.key.tolist(), rows.window_start.tolist(), strict=True)
     got = {(str(k), int(s)): i for i, (k, s) in enumerate(windows)}
-    assert set(got) == {(K, 1100), (OTHER, 1100), (K, 2000), (K, 2100), (K, 2200)}
+    assert set(got) == {(K, 700), (K, 800), (K, 1100), (OTHER, 1100), (K, 2000), (K, 2100), (K, 2200)}
 
     dropped = got[(K, 1100)]
     assert est.sampled[dropped] == 0 and not est.exact[dropped]
@@ -448,6 +451,9 @@ def test_a_window_whose_shed_records_were_all_dropped_is_not_exact() -> None:
     for start in (2100, 2200):  # the epoch at log time start - margin is the lift's: nothing shed since
         i = got[(K, start)]
         assert est.exact[i] and est.keep_probability[i] == 1.0 and est.relative_error[i] == 0.0
+    # emitted while the log sheds, but its records were routed by its end + margin, before the shed
+    assert est.exact[got[(K, 700)]] and est.estimated_count[got[(K, 700)]] == 1
+    assert not est.exact[got[(K, 800)]] and est.keep_probability[got[(K, 800)]] == 0.5
 
 
 def test_without_log_times_a_window_after_the_lift_is_not_claimed_exact() -> None:
