@@ -317,7 +317,10 @@ def verdict_line(r: dict[str, Any]) -> str:
                      f"the overload: {'PASS' if lift['lifted_in_time'] else 'FAIL'}")  # fmt: skip
     if "coverage" in r:
         c = r["coverage"]
-        parts.append(f"coverage count {c['count']} sum {c['sum']} over {c['shed_windows']} shed windows")
+        parts.append(
+            f"coverage count {c['count']} sum {c['sum']} over {c['shed_windows']} shed windows "
+            f"({c['no_estimate']} said no estimate, {c['no_estimate_over']} of them over the truth)"
+        )
         res = r["results"]
         parts.append(
             f"{res['rows']:,} rows, exact wrong {res['exact_wrong']}, missing {res['missing_unshed']}"

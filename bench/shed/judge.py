@@ -108,6 +108,9 @@ def judged(rows: pd.DataFrame, expected: pd.DataFrame, shed_from_ms: int | None,
         & (both["sum_low"].to_numpy(dtype=float) <= ts)
         & (ts <= both["sum_high"].to_numpy(dtype=float))
     )
+    # a row that says no estimate is possible (no interval: docs/results.md, "When a row may say
+    # exact"); it must still not claim more records than were offered
+    out["no_estimate"] = has_row & ~exact & both["count_low"].isna().to_numpy()
     out["late"] = late
     out["in_span"] = in_span
     out["seen"], out["true_count"] = seen, tc
@@ -120,11 +123,18 @@ def judged(rows: pd.DataFrame, expected: pd.DataFrame, shed_from_ms: int | None,
 
 def coverage(lines: pd.DataFrame) -> dict[str, Any]:
     """Share of shed windows whose true count (sum) lies in the row's 95 % interval; a shed window
-    without a row is a miss of both, a row with late records is left out of the sum's share."""
-    shed = lines[lines["shed"] & lines["has_truth"]]
+    without a row is a miss of both, a row with late records is left out of the sum's share.
+
+    A row that says no estimate is possible reports no interval, so it is not in the shares: it is
+    counted apart (``no_estimate``), with how many of them claimed more records than the truth
+    (``no_estimate_over``: must be 0, what was seen is a floor)."""
+    opaque = lines[lines["shed"] & lines["has_truth"] & lines["no_estimate"]]
+    shed = lines[lines["shed"] & lines["has_truth"] & ~lines["no_estimate"]]
     sums = shed[~shed["late"]]
     return {
         "shed_windows": len(shed),
+        "no_estimate": len(opaque),
+        "no_estimate_over": int((opaque["seen"] > opaque["true_count"]).sum()),
         "without_row": int((~shed["has_row"]).sum()),
         "count": round(float(shed["count_in"].mean()), 4) if len(shed) else None,
         "sum": round(float(sums["sum_in"].mean()), 4) if len(sums) else None,

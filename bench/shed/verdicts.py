@@ -182,5 +182,9 @@ def covered(cov: Mapping[str, Any], band: tuple[float, float] = COVERAGE_BAND,
         "enough_windows": enough,
         "count_in_band": inside(cov["count"]),
         "sum_in_band": inside(cov["sum"]),
-        "covered": bool(enough and inside(cov["count"]) and inside(cov["sum"])),
+        # a row that says no estimate reports no interval, but what it saw may not exceed the truth
+        "no_estimate_honest": cov.get("no_estimate_over", 0) == 0,
+        "covered": bool(
+            enough and inside(cov["count"]) and inside(cov["sum"]) and cov.get("no_estimate_over", 0) == 0
+        ),
     }

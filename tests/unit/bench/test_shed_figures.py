@@ -106,6 +106,22 @@ def test_coverage_counts_shed_rows_in_and_out_and_a_window_with_no_row_while_she
     assert errors[10_000]["count_error_p50"] == pytest.approx(1.0)
 
 
+def test_a_row_that_says_no_estimate_is_counted_apart_and_may_not_claim_more_than_the_truth():
+    expected = judge.truth(EVENTS, W)
+    nan = float("nan")
+    opaque = {"exact": False, "keep_probability": 0.5, "relative_error": float("inf"), "estimated_sum": nan,
+              "count_std_error": nan, "sum_std_error": nan, "count_low": nan, "count_high": nan,
+              "sum_low": nan, "sum_high": nan}  # fmt: skip
+    rows = _rows(
+        _row("a", 0, count=2, sum=3.0, estimated_count=2.0, **opaque),  # saw 2 of 3: a floor
+        _row("a", 10_000, count=2, sum=4.0),
+        _row("b", 0, count=5, sum=5.0, estimated_count=5.0, **opaque),  # claims 5 of 4: wrong
+    )
+    cov = judge.coverage(judge.judged(rows, expected, 0, 30_000, W))
+    assert (cov["shed_windows"], cov["no_estimate"], cov["no_estimate_over"]) == (0, 2, 1)
+    assert not verdicts.covered({**cov, "shed_windows": 500, "count": 0.95, "sum": 0.93})["covered"]
+
+
 def test_the_latest_revision_is_judged_and_an_earlier_exact_row_may_not_claim_more_than_the_truth():
     expected = judge.truth(EVENTS, W)
     rows = _rows(_row("a", 0, count=2, sum=3.0), _row("a", 0, count=3, sum=6.0, revision=1),
