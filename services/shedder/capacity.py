@@ -129,12 +129,12 @@ def job_capacity(
     history: Iterable[BatchCost], now: float, window_s: float, batch_s: float, model: CostModel | None
 ) -> tuple[float | None, CostModel | None]:
     """(one job's capacity, the cost model to remember): the fit of the window, else ``model`` (the
-    last good fit), at ``batch_s``; never below the window's rows per busy second. (None, model)
-    while the window has no batch with rows."""
+    last good fit), at ``batch_s``; never below the window's rows per busy second. With no batch
+    with rows in the window, the last good fit's rate, else None."""
     batches = tuple(history)
     seen = busy_rate(batches, now, window_s)
-    if seen is None:
-        return None, model
+    if seen is None:  # idle for the window: the last good fit still says what a record costs
+        return (None if model is None else model.rate_at(batch_s)), model
     model = fit_cost(batches, now, window_s) or model
     return (seen if model is None else max(seen, model.rate_at(batch_s))), model
 

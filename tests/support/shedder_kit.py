@@ -164,7 +164,9 @@ class StandInReduce(threading.Thread):
 
     Spark commits no offsets; a reduce job's position is the ``end_offsets`` of the ``ReduceProgress``
     its driver publishes per micro-batch. This one publishes one every ``batch_s`` (source
-    ``<job>/driver``, as the real driver), with the positions it reached.
+    ``<job>/driver``, as the real driver), with the positions it reached, the rows it read since the
+    last, and the time it spent on them (``triggerExecution``: ``1/capacity`` per record), from
+    which the shedder measures its capacity as it does a Spark job's.
     """
 
     def __init__(self, pipe: Pipeline, job: str, capacity: float, batch_s: float = 1.0) -> None:
@@ -194,6 +196,7 @@ class StandInReduce(threading.Thread):
         producer = make_producer(self.kafka.with_client_id("stand-in-reduce-progress"))
         consumer.assign([TopicPartition(self.topic, p, 0) for p in range(WORKERS)])
         positions = [0] * WORKERS
+        rows, busy_s = 0, 0.0
         busy_until = time.monotonic()
         batch, started = 0, time.time()
         next_batch = time.monotonic() + self.batch_s
@@ -208,10 +211,13 @@ class StandInReduce(threading.Thread):
                         time.sleep(delay)
                     positions[m.partition()] = m.offset() + 1
                     self.processed += 1
+                    rows, busy_s = rows + 1, busy_s + 1.0 / self.capacity
                 if time.monotonic() >= next_batch:
                     end = time.time()
-                    body = {"job": self.job, "batch_id": batch, "input_rows": 0, "durations_ms": {},
+                    durations = {"triggerExecution": max(round(busy_s * 1000), 1)} if rows else {}
+                    body = {"job": self.job, "batch_id": batch, "input_rows": rows, "durations_ms": durations,
                             "end_offsets": list(positions)}  # fmt: skip
+                    rows, busy_s = 0, 0.0
                     record = metrics_record(f"{self.job}/driver", int(started * 1000), int(end * 1000),
                                             "ReduceProgress", body)  # fmt: skip
                     producer.produce(self.metrics, key=self.job.encode(), value=codec.encode(record))

@@ -119,3 +119,9 @@ def test_the_capacity_is_never_below_what_the_reduce_was_seen_to_process():
     capacity, _ = job_capacity(big, 3.0, 60.0, 5.0, low)
     assert capacity is not None and capacity >= (busy_rate(big, 3.0, 60.0) or math.inf)
     assert capacity > low.rate_at(5.0)
+
+
+def test_an_idle_window_keeps_the_last_good_fit_and_knows_nothing_without_one():
+    remembered = CostModel(0.9, 1 / 1500)
+    assert job_capacity((), 100.0, 60.0, 5.0, remembered) == (remembered.rate_at(5.0), remembered)
+    assert job_capacity((), 100.0, 60.0, 5.0, None) == (None, None)
