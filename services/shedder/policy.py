@@ -41,7 +41,11 @@ will become. A stream is *calm* when its lag and the promised wait are under
 
 **Pace.** Per cycle a keep moves by at most a factor ``step_factor`` or by ``step_abs``, whichever is
 the larger move (defaults 2 and 0.25): from any keep, 1 is reached in 3 lifts (``k + 0.25``, then
-doubling twice reaches 1 from any ``k > 0``), and from 1 any goal in 3 sheds (0.5, 0.25, 0). A move
+doubling twice reaches 1 from any ``k > 0``), and from 1 any goal in 3 sheds (0.5, 0.25, 0). One
+exception: a planned lift (a measured capacity) whose goal is 1, because the stream's whole offered
+load fits the budget, goes to 1 at once. The bound guards against a wrong plan; a load that fits
+under the capacity less its headroom and the drain is no close call, and stepping there only
+keeps results inexact longer (a benchmark lifted a cycle after the acceptance's 3 for that alone). A move
 smaller than ``min_change`` is not made, except one that reaches 1 or the minimum: the service
 sends no request for noise. A keep in force below the stream's minimum is raised to it at once.
 
@@ -300,9 +304,16 @@ class SheddingPolicy:
         else:
             goals = {t: o.keep for t, o in obs.items()}
 
+        # a planned lift whose goal is 1 (the stream's whole offered load fits the budget) goes there
+        # at once: the bounded step guards against a plan that may be wrong, and the whole load
+        # fitting under a measured capacity with its headroom and the drain is no close call
+        whole = mode is Mode.LIFT and math.isfinite(budget)
         outcomes = {}
         for topic, o in obs.items():
-            new = self._move(o.keep, goals[topic], mode, self.streams[topic].min_accuracy)
+            if whole and goals[topic] >= 1.0:
+                new = 1.0
+            else:
+                new = self._move(o.keep, goals[topic], mode, self.streams[topic].min_accuracy)
             outcomes[topic] = StreamOutcome(
                 topic, o.keep, new, goals[topic], o.lag_s, topic in triggers, self._rising[topic]
             )

@@ -182,6 +182,16 @@ def test_a_throughput_measured_under_shedding_is_not_read_as_a_smaller_capacity(
     assert d.capacity == 1000.0 and d.keep == {"in": 0.792}
 
 
+def test_a_measured_capacity_that_fits_the_whole_offered_load_lifts_to_1_at_once():
+    # after an overload: keep 0.373, the input back at 700/s, a measured 1650/s; budget
+    # 0.95 * 1650 - 3000 / 30 = 1467.5 holds all 700/s: straight to 1, not 0.746 first
+    d = one().decide(obs(keep=0.373, lag=8.0, arrival=700.0, backlog=3000.0), 500.0, CYCLE, 1650.0)
+    assert (d.mode, d.status, d.keep) == (Mode.LIFT, Status.LIFTING, {"in": 1.0})
+    # a goal short of 1 still moves by the bounded step: 1000/s offered, room for 0.95 * 1000 - 100
+    d = one().decide(obs(keep=0.3, lag=8.0, arrival=1000.0, backlog=3000.0), 500.0, CYCLE, 1000.0)
+    assert d.streams["in"].goal == pytest.approx(0.85) and d.keep == {"in": 0.6}
+
+
 def test_after_a_restart_an_unmeasured_capacity_lifts_by_steps():
     # nothing saturated seen yet: the 600/s processed is no capacity, so calm lifts one step a cycle
     d = one().decide(obs(keep=0.3, lag=0.0, arrival=1200.0), 360.0, CYCLE)
