@@ -212,7 +212,7 @@ def _drive(d: Deployment, events: Events, capacity: float, began: float) -> dict
         if name == "on"
         else verdicts.lag_off(lag, p.target_s, p.min_growth, overload)
     }
-    lift = verdicts.lifting(keeps, overload[1], p.cycle_s, p.cycles)
+    lift = verdicts.lifting(keeps, overload[1], p.cycle_s, p.cycles, overload[0])
     if name == "on":
         result["verdicts"]["lifting"] = lift
     if judged:

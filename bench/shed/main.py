@@ -61,6 +61,7 @@ def acceptance(params: Params, cal: dict[str, Any] | None, cases: dict[str, Any]
     under = get(on, "verdicts", "lag", "back_under_target")
     grows = get(off, "verdicts", "lag", "grows_without_bound")
     lifted = get(on, "verdicts", "lifting", "lifted_in_time")
+    early = get(on, "verdicts", "lifting", "shed_before_overload")
     exact = get(on, "verdicts_results", "exact_again", "exact_again")
     # the highest p90 of the lags measured with calm input: the calibration's and each case's warm phase
     calm = [get(cal or {}, "natural_lag", "p90_s")] + [get(c, "calm_lag", "p90_s") for c in cases.values()]
@@ -71,6 +72,7 @@ def acceptance(params: Params, cal: dict[str, Any] | None, cases: dict[str, Any]
         "4_interval_coverage": get(on, "verdicts_results", "coverage", "covered"),
         "6_lifted_within_cycles": lifted,
         "6_exact_again": exact,
+        "no_shed_before_overload": None if early is None else early == 0,
         "target_at_least_twice_natural_lag": None if natural is None else params.target_s >= 2 * natural,
         "cycle_not_shorter_than_trigger": params.cycle_s * 1000 >= interval_ms(params.trigger),
     }

@@ -127,9 +127,11 @@ def lag_off(lag: Sequence[tuple[int, float]], target_s: float, min_growth: float
 
 
 def lifting(keeps: Sequence[Mapping[str, Any]], overload_end_ms: int, cycle_s: float,
-            cycles: int) -> dict[str, Any]:  # fmt: skip
-    """Acceptance 6, its first half: shedding lifted within ``cycles`` cycles of the overload's end."""
+            cycles: int, overload_start_ms: int | None = None) -> dict[str, Any]:  # fmt: skip
+    """Acceptance 6, its first half: shedding lifted within ``cycles`` cycles of the overload's end.
+    Also whether anything was shed before the overload began (calm input: nothing should be)."""
     shed = [k for k in keeps if k["keep"] < 1.0]
+    early = [k for k in shed if overload_start_ms is not None and int(k["at_ms"]) < overload_start_ms]
     lowest = min((k["keep"] for k in keeps), default=1.0)
     last_lift = keeps[-1] if keeps and keeps[-1]["keep"] >= 1.0 else None
     lifted_ms = None if last_lift is None or not shed else int(last_lift["at_ms"])
@@ -143,6 +145,7 @@ def lifting(keeps: Sequence[Mapping[str, Any]], overload_end_ms: int, cycle_s: f
         "lifted_after_overload_s": after,
         "bound_s": round(cycles * cycle_s, 1),
         "lifted_in_time": bool(after is not None and after <= cycles * cycle_s),
+        "shed_before_overload": len(early),
     }
 
 

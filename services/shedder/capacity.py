@@ -28,6 +28,13 @@ its lag stays about two such batches. The default reference is the policy's cycl
   cost of a record does not change with the load), and with none, the plain ratio.
 * **Never below what was seen.** The capacity is at least ``sum(rows) / sum(busy)`` of the window:
   the reduce did process that fast, so a fit that says less is wrong.
+* **Start-up and stalls are left out.** A query's first batch pays for code generation and the
+  state store's first open (5 rows in 8.4 s in the benchmark), a garbage collection stalls one
+  batch now and then: with at least ``MIN_BATCHES`` batches in the window, a batch busy more than
+  ``OUTLIER_FACTOR`` times their median is left out of both the fit and the ratio. Below
+  ``MIN_BATCHES`` there is no capacity (no decision) unless a fit was made before. Why: the start-up
+  batch alone made the ratio 52/s for a reduce that drains 1,580/s, and the shedder said
+  CANNOT_HOLD and shed half of a calm input before the benchmark's overload began.
 * **Empty batches** (no rows; Spark runs them to advance the watermark) are left out: they cost
   time but say nothing of the cost of records. **A replayed batch** (the same ``batch_id`` again,
   after a restart) replaces the first report. **Several jobs** read the same routed records: the
@@ -43,6 +50,8 @@ from dataclasses import dataclass
 
 BUSY_KEY = "triggerExecution"  # Spark's whole-batch duration in a query's progress
 MAX_BATCHES = 512  # per job: a bound whatever the trigger (60 s of 0.1 s batches is 600)
+MIN_BATCHES = 3  # batches with rows before a capacity is said at all (and outliers can be told)
+OUTLIER_FACTOR = 2.5  # a batch busy this many times the window's median is a start-up or a stall
 
 
 @dataclass(frozen=True)
@@ -71,15 +80,22 @@ def with_batch(history: tuple[BatchCost, ...], batch: BatchCost, window_s: float
     return tuple(kept[-MAX_BATCHES:])
 
 
+def usable(history: Iterable[BatchCost], now: float, window_s: float) -> list[BatchCost]:
+    """The batches with rows reported in the last ``window_s``, without start-ups and stalls (busy
+    more than ``OUTLIER_FACTOR`` times the median) once there are ``MIN_BATCHES`` to tell them by."""
+    recent = [b for b in history if b.rows > 0 and now - b.at <= window_s]
+    if len(recent) < MIN_BATCHES:
+        return recent
+    typical = statistics.median(b.busy_s for b in recent)
+    return [b for b in recent if b.busy_s <= OUTLIER_FACTOR * typical]
+
+
 def busy_rate(history: Iterable[BatchCost], now: float, window_s: float) -> float | None:
-    """Rows per busy second over the batches with rows reported in the last ``window_s``; None
-    when there are none (a job not measured yet: no decision should be made from it)."""
-    rows, busy = 0, 0.0
-    for b in history:
-        if b.rows > 0 and now - b.at <= window_s:
-            rows += b.rows
-            busy += b.busy_s
-    return rows / busy if busy > 0 else None
+    """Rows per busy second over the :func:`usable` batches of the last ``window_s``; None when
+    there are none (a job not measured yet: no decision should be made from it)."""
+    batches = usable(history, now, window_s)
+    busy = sum(b.busy_s for b in batches)
+    return sum(b.rows for b in batches) / busy if busy > 0 else None
 
 
 @dataclass(frozen=True)
@@ -97,14 +113,14 @@ class CostModel:
 def fit_cost(
     history: Iterable[BatchCost], now: float, window_s: float, min_spread: float = 1.5
 ) -> CostModel | None:
-    """The cost model of the batches with rows in the last ``window_s``, by Theil-Sen: the per-row
+    """The cost model of the :func:`usable` batches of the last ``window_s``, by Theil-Sen: the per-row
     cost is the median slope over pairs of batches, the fixed cost the median of what each batch
     leaves for it. Why not least squares: one stalled batch (a garbage collection, a noisy
     neighbour, the first batch's 9 s of start-up in the benchmark) moves a least-squares slope as
     far as it likes; a median ignores up to ~29% of outliers. None when fewer than 3 batches,
     their sizes spread less than ``min_spread``, or the per-row cost is not positive; the fixed
     cost is clipped to [0, the shortest batch]."""
-    points = [(float(b.rows), b.busy_s) for b in history if b.rows > 0 and now - b.at <= window_s]
+    points = [(float(b.rows), b.busy_s) for b in usable(history, now, window_s)]
     if len(points) < 3:
         return None
     rows = [n for n, _ in points]
@@ -129,11 +145,13 @@ def job_capacity(
     history: Iterable[BatchCost], now: float, window_s: float, batch_s: float, model: CostModel | None
 ) -> tuple[float | None, CostModel | None]:
     """(one job's capacity, the cost model to remember): the fit of the window, else ``model`` (the
-    last good fit), at ``batch_s``; never below the window's rows per busy second. With no batch
-    with rows in the window, the last good fit's rate, else None."""
+    last good fit), at ``batch_s``; never below the window's rows per busy second. With fewer than
+    ``MIN_BATCHES`` usable batches in the window (starting, or idle), the last good fit's rate,
+    else None."""
     batches = tuple(history)
     seen = busy_rate(batches, now, window_s)
-    if seen is None:  # idle for the window: the last good fit still says what a record costs
+    if seen is None or len(usable(batches, now, window_s)) < MIN_BATCHES:
+        # starting or idle: the last good fit still says what a record costs; without one, nothing
         return (None if model is None else model.rate_at(batch_s)), model
     model = fit_cost(batches, now, window_s) or model
     return (seen if model is None else max(seen, model.rate_at(batch_s))), model

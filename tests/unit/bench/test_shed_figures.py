@@ -210,6 +210,9 @@ def test_keep_series_follows_the_topic_then_star_rule_and_lifting_is_judged_from
     assert not verdicts.lifting(keeps, 85_000, 5.0, 3)["lifted_in_time"]  # 20 s > 15 s
     assert not verdicts.lifting(keeps[:2], 95_000, 5.0, 3)["lifted_in_time"]  # never lifted
     assert not verdicts.lifting([], 95_000, 5.0, 3)["shed"]
+    # the keeps at 20 s and 25 s were set before an overload starting at 26 s: a shed of calm input
+    assert verdicts.lifting(keeps, 95_000, 5.0, 3, overload_start_ms=26_000)["shed_before_overload"] == 2
+    assert verdicts.lifting(keeps, 95_000, 5.0, 3, overload_start_ms=10_000)["shed_before_overload"] == 0
 
 
 def test_applied_at_is_the_first_marker_sample_at_or_past_the_epoch():

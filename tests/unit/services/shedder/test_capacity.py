@@ -73,15 +73,28 @@ def test_the_service_measures_each_jobs_capacity_from_its_progress_records():
     streams = [StreamDeclaration("in", target_s=30.0, priority=0, min_accuracy=0.2)]
     shedder = Shedder(KafkaConfig(), TopicLayout("t"), settings, PolicySettings(), streams)
     codec = AvroCodec("io.ballast.MetricsRecord")
-    shedder.on_metric(_progress(codec, "a", 1, 2000, 2000))
+    for batch in (1, 2):
+        shedder.on_metric(_progress(codec, "a", batch, 2000, 2000))
     shedder.on_metric(b"not avro")  # counted, skipped
     shedder.on_metric(_progress(codec, "c", 1, 10, 1000))  # not a job of ours
     now = max(at for _p, at in shedder.progress.values())
+    assert shedder.capacity(now, ["a"]) is None  # two batches: not yet measured
+    shedder.on_metric(_progress(codec, "a", 3, 2000, 2000))
     assert shedder.capacity(now, ["a"]) == pytest.approx(1000.0)
     assert shedder.capacity(now, ["a", "b"]) is None  # b not measured: no decision yet
-    shedder.on_metric(_progress(codec, "b", 7, 1500, 2500))
+    for batch in (7, 8, 9):
+        shedder.on_metric(_progress(codec, "b", batch, 1500, 2500))
     assert shedder.capacity(now, ["a", "b"]) == pytest.approx(600.0)
     assert shedder.undecodable == 1 and "c" not in shedder.batches
+
+
+def test_a_start_up_batch_is_left_out_once_there_are_enough_to_tell():
+    # the first batches of the benchmark's reduce: 5 rows in 8.4 s (the query's start), then normal
+    first = (BatchCost(0, 5, 8.405, 8.4), BatchCost(1, 571, 2.733, 11.1), BatchCost(2, 2276, 2.499, 13.6))
+    assert job_capacity(first[:2], 11.1, 60.0, 5.0, None) == (None, None)  # too few to say
+    assert busy_rate(first, 13.6, 60.0) == pytest.approx((571 + 2276) / (2.733 + 2.499))
+    stalled = _batches(0.9, 1 / 1500, [1000, 1100, 900, 1000], stalls={1: 4.0})
+    assert busy_rate(stalled, 4.0, 60.0) == pytest.approx(2900 / (3 * 0.9 + 2900 / 1500))
 
 
 def _batches(fixed_s: float, per_row_s: float, sizes: list[int], stalls: dict[int, float] | None = None):
