@@ -5,22 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ballast.devstack.stack import start_stack, stop_stack
-from ballast.kafka.configuration import KafkaConfig
 from bench.migration import __doc__ as DOC
 from bench.migration.params import MODES, QUICK, ROOT, WORKERS, Params, log
 from bench.migration.plot import plot
 from bench.migration.run import run_mode
 from bench.migration.stream import stale_pins, stream
 from bench.reduce.backlog import default_start_ms
+from bench.scratch_broker import ScratchBroker
 
 
 def parse(argv: list[str] | None) -> tuple[Params, Path]:
@@ -57,27 +54,15 @@ def main(argv: list[str] | None = None) -> int:
     n = int(params.rate * params.max_input_s)
     events = stream(params.keys, params.z, params.seed, params.per_ms, default_start_ms(params.window_ms), n)
     pins = stale_pins(params.keys, params.z, params.seed, params.stale_pins, WORKERS)
-    workdir = Path(tempfile.mkdtemp(prefix="ballast-bench-migration-"))
-    log(f"starting a broker in {workdir}; modes {modes}; params {asdict(params)}")
-    stack = start_stack(workdir / "stack", brokers=1)
     results: dict[str, Any] = {}
-    ok = False
-    try:
-        kafka = KafkaConfig.plaintext(stack.bootstrap, "bench-migration")
+    with ScratchBroker("migration", log) as run:
+        log(f"a broker in {run.workdir}; modes {modes}; params {asdict(params)}")
+        assert run.kafka is not None
         for mode in modes:
             log(f"--- {mode} ({time.monotonic() - started:.0f} s) ---")
-            try:
-                results[mode] = run_mode(mode, params, kafka, workdir, events, pins)
-            except Exception as exc:  # the other modes still run; the report says what failed
-                log(f"{mode} failed: {exc!r}")
-                results[mode] = {"mode": mode, "error": repr(exc)}
-        ok = all("error" not in r for r in results.values())
-    finally:
-        stop_stack(workdir / "stack", purge=True)
-        if ok:
-            shutil.rmtree(workdir, ignore_errors=True)
-        else:  # the services' logs say what went wrong
-            log(f"logs of the services kept in {workdir}/pipeline-*/")
+            results[mode] = run.each(
+                "mode", mode, lambda m=mode: run_mode(m, params, run.kafka, run.workdir, events, pins)
+            )
     report = {
         "params": asdict(params),
         "workers": WORKERS,
@@ -97,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     plot(report, out.with_suffix(".png"))
     log(f"wrote {out} and {out.with_suffix('.png')}")
     print_summary(report)
-    return 0 if ok and all(r["check"]["exact"] for r in results.values()) else 1
+    return 0 if not run.failed and all(r["check"]["exact"] for r in results.values()) else 1
 
 
 def print_summary(report: dict[str, Any]) -> None:

@@ -5,16 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ballast.devstack.stack import start_stack, stop_stack
-from ballast.kafka.configuration import KafkaConfig
+from bench.scratch_broker import ScratchBroker
 from bench.shed import __doc__ as DOC
 from bench.shed.capacity import calibrate
 from bench.shed.case import run_case, schedule
@@ -92,14 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     # every command the run starts uses this checkout's code, wherever the benchmark was started from
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))
     started = time.monotonic()
-    workdir = Path(tempfile.mkdtemp(prefix="ballast-bench-shed-"))
-    log(f"starting a broker in {workdir}; cases {cases}; params {asdict(params)}")
-    stack = start_stack(workdir / "stack", brokers=1)
     results: dict[str, Any] = {}
     cal: dict[str, Any] | None = None
-    ok = False
-    try:
-        kafka = KafkaConfig.plaintext(stack.bootstrap, "bench-shed")
+    with ScratchBroker("shed", log) as run:
+        log(f"a broker in {run.workdir}; cases {cases}; params {asdict(params)}")
+        kafka, workdir = run.kafka, run.workdir
+        assert kafka is not None
         capacity = params.capacity
         if capacity <= 0:
             log(f"--- calibration ({time.monotonic() - started:.0f} s) ---")
@@ -108,18 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         events = sequence(params.keys, params.z, params.seed, schedule(params, capacity))
         for case in cases:
             log(f"--- shedding {case} ({time.monotonic() - started:.0f} s) ---")
-            try:
-                results[case] = run_case(case, params, kafka, workdir, events, capacity)
-            except Exception as exc:  # the other case still runs; the report says what failed
-                log(f"{case} failed: {exc!r}")
-                results[case] = {"case": case, "error": repr(exc)}
-        ok = all("error" not in r for r in results.values())
-    finally:
-        stop_stack(workdir / "stack", purge=True)
-        if ok:
-            shutil.rmtree(workdir, ignore_errors=True)
-        else:  # the services' logs say what went wrong
-            log(f"logs of the services kept in {workdir}/pipeline-*/")
+            results[case] = run.each(
+                "case", case, lambda c=case: run_case(c, params, kafka, workdir, events, capacity)
+            )
     report = {
         "params": asdict(params),
         "workers": WORKERS,
@@ -143,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     plot(report, out.with_suffix(".png"))
     log(f"wrote {out} and {out.with_suffix('.png')}")
     print_summary(report)
-    return 0 if ok and all(v is not False for v in report["acceptance"].values()) else 1
+    return 0 if not run.failed and all(v is not False for v in report["acceptance"].values()) else 1
 
 
 def print_summary(report: dict[str, Any]) -> None:
