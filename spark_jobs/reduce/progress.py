@@ -46,6 +46,19 @@ def ran_batch(progress: dict[str, Any]) -> bool:
     return "addBatch" in progress.get("durationMs", {})
 
 
+def _offsets(raw: Any) -> dict[str, Any]:
+    """A source's offsets as Spark reports them (a JSON string, or already a dict) as a dict; {} when
+    it reports none. Why not ``json.loads`` alone: the first batch after a restart reported its
+    ``latestOffset`` as an empty string, and the parse error ended the reduce (the offsets are an
+    observation for the metrics topic; not knowing them must cost only the figure)."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else None
+        except ValueError:
+            return {}
+    return raw if isinstance(raw, dict) else {}
+
+
 def end_offsets(progress: dict[str, Any], topic: str, partitions: int, which: str = "endOffset") -> list[int]:
     """Per partition of ``topic``, the offset the batch read up to (-1: the source does not say).
 
@@ -53,9 +66,8 @@ def end_offsets(progress: dict[str, Any], topic: str, partitions: int, which: st
     """
     ends = [-1] * partitions
     for source in progress.get("sources", ()):
-        raw = source.get(which)
-        offsets = json.loads(raw) if isinstance(raw, str) else raw
-        for p, off in ((offsets or {}).get(topic) or {}).items():
+        offsets = _offsets(source.get(which))
+        for p, off in (offsets.get(topic) or {}).items():
             if 0 <= int(p) < partitions:
                 ends[int(p)] = int(off)
     return ends

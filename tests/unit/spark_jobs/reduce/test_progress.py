@@ -86,3 +86,12 @@ def test_the_status_line_says_how_many_batches_it_could_not_see():
     from spark_jobs.reduce.runner import status_line
 
     assert "2 not seen" in status_line([_batch(1, 1, 1), _batch(4, 1, 1)])
+
+
+def test_offsets_a_source_does_not_report_are_unknown_not_an_error():
+    """After a restart Spark reported the first batch's latestOffset as an empty string; parsing
+    it ended the reduce. Unparseable or missing offsets read as -1 (unknown)."""
+    for raw in ("", "  ", "not json", None, "null", "[1, 2]"):
+        progress = {"sources": [{"endOffset": '{"routed": {"0": 7, "1": 9}}', "latestOffset": raw}]}
+        assert end_offsets(progress, "routed", 2) == [7, 9]
+        assert end_offsets(progress, "routed", 2, "latestOffset") == [-1, -1]
