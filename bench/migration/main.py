@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -17,26 +16,20 @@ from bench.migration.plot import plot
 from bench.migration.run import run_mode
 from bench.migration.stream import stale_pins, stream
 from bench.reduce.backlog import default_start_ms
+from bench.run_params import parse_run
 from bench.scratch_broker import ScratchBroker
 
 
 def parse(argv: list[str] | None) -> tuple[Params, Path]:
-    ap = argparse.ArgumentParser(prog="python -m bench.migration", description=(DOC or "").splitlines()[0])
-    ap.add_argument(
-        "--quick", action="store_true", help="a smaller smoke run (fewer keys moved, shorter phases)"
+    return parse_run(
+        argv,
+        "bench.migration",
+        DOC,
+        Params,
+        QUICK,
+        "a smaller smoke run (fewer keys moved, shorter phases)",
+        ROOT / "bench" / "results" / "migration.json",
     )
-    for name, default in asdict(Params()).items():
-        ap.add_argument(
-            f"--{name.replace('_', '-')}", type=type(default), default=None, help=f"default {default}"
-        )
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "migration.json"))
-    args = ap.parse_args(argv)
-    values = asdict(Params()) | (QUICK if args.quick else {})
-    values |= {k: v for k, v in vars(args).items() if k in values and v is not None}
-    out = Path(args.out)
-    if args.quick and args.out == ap.get_default("out"):
-        out = out.with_name("migration-quick.json")
-    return Params(**values), out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,6 @@ the phases then run one placement at a time, so no two placements compete for th
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -26,6 +25,7 @@ from bench.reduce.placement import Placement
 from bench.reduce.plot import plot
 from bench.reduce.report import build_report, print_summary
 from bench.reduce.workload import Workload
+from bench.run_params import parse_run
 
 # key: (name, label, Spark's groupBy(key), routing updates)
 PLACEMENTS = {
@@ -36,20 +36,15 @@ PLACEMENTS = {
 
 
 def parse(argv: list[str] | None) -> tuple[Params, Path]:
-    ap = argparse.ArgumentParser(prog="python -m bench.reduce", description=(DOC or "").splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="a small smoke run (a few minutes)")
-    for name, default in asdict(Params()).items():
-        ap.add_argument(
-            f"--{name.replace('_', '-')}", type=type(default), default=None, help=f"default {default}"
-        )
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "reduce.json"))
-    args = ap.parse_args(argv)
-    values = asdict(Params()) | (QUICK if args.quick else {})
-    values |= {k: v for k, v in vars(args).items() if k in values and v is not None}
-    out = Path(args.out)
-    if args.quick and args.out == ap.get_default("out"):
-        out = out.with_name("reduce-quick.json")
-    return Params(**values), out
+    return parse_run(
+        argv,
+        "bench.reduce",
+        DOC,
+        Params,
+        QUICK,
+        "a small smoke run (a few minutes)",
+        ROOT / "bench" / "results" / "reduce.json",
+    )
 
 
 PARTS = ("placements", "throughput", "soak")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -11,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from bench.run_params import parse_run
 from bench.scratch_broker import ScratchBroker
 from bench.shed import __doc__ as DOC
 from bench.shed.capacity import calibrate
@@ -22,26 +22,15 @@ from spark_jobs.durations import interval_ms
 
 
 def parse(argv: list[str] | None) -> tuple[Params, Path]:
-    ap = argparse.ArgumentParser(prog="python -m bench.shed", description=(DOC or "").splitlines()[0])
-    ap.add_argument(
-        "--quick", action="store_true", help="a smoke run (shorter phases, the off case undrained)"
+    return parse_run(
+        argv,
+        "bench.shed",
+        DOC,
+        Params,
+        QUICK,
+        "a smoke run (shorter phases, the off case undrained)",
+        ROOT / "bench" / "results" / "shed.json",
     )
-    for name, default in asdict(Params()).items():
-        flag = f"--{name.replace('_', '-')}"
-        if isinstance(default, bool):
-            ap.add_argument(
-                flag, action=argparse.BooleanOptionalAction, default=None, help=f"default {default}"
-            )
-        else:
-            ap.add_argument(flag, type=type(default), default=None, help=f"default {default}")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "shed.json"))
-    args = ap.parse_args(argv)
-    values = asdict(Params()) | (QUICK if args.quick else {})
-    values |= {k: v for k, v in vars(args).items() if k in values and v is not None}
-    out = Path(args.out)
-    if args.quick and args.out == ap.get_default("out"):
-        out = out.with_name("shed-quick.json")
-    return Params(**values), out
 
 
 def acceptance(params: Params, cal: dict[str, Any] | None, cases: dict[str, Any]) -> dict[str, Any]:
