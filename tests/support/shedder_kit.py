@@ -64,7 +64,25 @@ class Feeder(threading.Thread):
         self.producer.flush(30)
 
 
-class StandIn(threading.Thread):
+class _Reported(threading.Thread):
+    """A stand-in's thread: its ``_run``'s failure is kept in ``error`` for the test to read (an
+    exception in a thread would otherwise only be printed)."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:  # the test reads it
+            self.error = exc
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
+class StandIn(_Reported):
     """A consumer in the routers' group with a fixed capacity for kept records (module docstring)."""
 
     def __init__(
@@ -75,7 +93,7 @@ class StandIn(threading.Thread):
         commit_s: float = 0.5,
         forward_to: str | None = None,
     ) -> None:
-        super().__init__(daemon=True)
+        super().__init__()
         self.forward_to = forward_to  # a topic the kept records are written to (the routed topic)
         self.topics = topics
         self.capacity = capacity
@@ -87,13 +105,6 @@ class StandIn(threading.Thread):
         self.kept: dict[str, int] = dict.fromkeys(topics, 0)
         self.read: dict[str, int] = dict.fromkeys(topics, 0)
         self.commits: list[tuple[float, dict[tuple[str, int], int]]] = []  # (wall s, offsets)
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self._run()
-        except BaseException as exc:  # the test reads it
-            self.error = exc
 
     def _run(self) -> None:
         consumer = make_consumer(self.kafka.with_client_id("stand-in-router"), self.group,
@@ -159,7 +170,7 @@ def shedding_events(pipe: Pipeline) -> list[dict]:
     return [e for e in control_events(pipe) if e["type"] == "SHEDDING"]
 
 
-class StandInReduce(threading.Thread):
+class StandInReduce(_Reported):
     """A reduce job reading the routed topic at ``capacity`` records/s, publishing its progress.
 
     Spark commits no offsets; a reduce job's position is the ``end_offsets`` of the ``ReduceProgress``
@@ -170,7 +181,7 @@ class StandInReduce(threading.Thread):
     """
 
     def __init__(self, pipe: Pipeline, job: str, capacity: float, batch_s: float = 1.0) -> None:
-        super().__init__(daemon=True)
+        super().__init__()
         self.kafka = pipe.kafka
         self.topic = pipe.layout.name("routed")
         self.metrics = pipe.layout.name("metrics")
@@ -179,13 +190,6 @@ class StandInReduce(threading.Thread):
         self.batch_s = batch_s
         self.stop = threading.Event()
         self.processed = 0
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self._run()
-        except BaseException as exc:  # the test reads it
-            self.error = exc
 
     def _run(self) -> None:
         from ballast.avro.codec import AvroCodec
