@@ -30,6 +30,7 @@ from ballast.control.log import ControlLogReader
 from ballast.control.requests import ControlClient
 from ballast.control.state import initial_state
 from ballast.devstack.services import service_dir
+from ballast.harness.events import Events
 from ballast.harness.pipeline import Pipeline
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout
@@ -39,7 +40,7 @@ from bench.migration.figures import batch_rows, mode_figures
 from bench.migration.params import INPUT_PARTITIONS, STATUS_S, WAIT_S, WORKERS, Params, log
 from bench.migration.story import migration_story
 from bench.migration.stream import Feeder
-from bench.reduce.backlog import Events, reference
+from bench.reduce.backlog import reference
 from bench.reduce.check import closed_reference, compare, equal
 from bench.reduce.cpu import CpuSampler
 from bench.reduce.runs import read_results

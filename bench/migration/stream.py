@@ -29,11 +29,12 @@ import time
 import numpy as np
 
 from ballast.avro.wire import INPUT_HEADER, encode_input_body
+from ballast.harness.events import Events
 from ballast.kafka.clients import DeliveryTracker, make_producer, produce_waiting
 from ballast.kafka.configuration import KafkaConfig
 from ballast.routing.murmur2 import kafka_partition
 from ballast.workload import key_name, zipf_probabilities
-from bench.reduce.backlog import Events, keyed_events
+from bench.reduce.backlog import keyed_events
 
 STALE_SEED = 7  # the earlier hot set's permutation: seed + this (the stream's is seed + 1)
 

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ballast.avro.wire import INPUT_HEADER, encode_input_body
+from ballast.harness.events import Events
 from ballast.harness.pipeline import Pipeline
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout
@@ -37,23 +38,6 @@ from bench.reduce.params import INPUT_PARTITIONS, WAIT_S, WORKERS, log
 
 DAY_MS = 86_400_000
 CHUNK = 100_000  # events generated and produced at a time
-
-
-@dataclass(frozen=True)
-class Events:
-    """The backlog's events as columns (key ids index ``names``)."""
-
-    ids: np.ndarray
-    values: np.ndarray
-    times: np.ndarray
-    names: list[str] | None = None  # None: key id i is named user_name(i)
-
-    def name(self, i: int) -> str:
-        return self.names[i] if self.names is not None else user_name(i)
-
-
-def user_name(i: int) -> str:
-    return f"user-{i:09d}"
 
 
 def keyed_events(n: int, keys: int, z: float, seed: int, per_ms: int, start_ms: int) -> Events:

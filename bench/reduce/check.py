@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bench.reduce.backlog import Events
+from ballast.harness.events import Events
 
 FIGURES = ("count", "sum", "min", "max")
 

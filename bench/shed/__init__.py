@@ -13,7 +13,7 @@ The setup:
   per-record cost that sets the capacity) and, with shedding on, the shedder (``ballast shedder
   run``, the input topic declared with a latency target), all processes
   (:class:`ballast.harness.pipeline.Pipeline`);
-* the same seeded input in both cases (:mod:`bench.shed.feed`, event time = time of production):
+* the same seeded input in both cases (:mod:`ballast.harness.feed`, event time = time of production):
   ``warm_s`` at 0.5× capacity, ``overload_s`` at 2×, ``recover_s`` at 0.5×.
 
 Measured, by the benchmark itself against an independent truth:
@@ -23,7 +23,7 @@ Measured, by the benchmark itself against an independent truth:
 * the keep-probability in force (the control log's ``SHEDDING`` events) and when the routers
   applied it (the epoch markers);
 * every output row against the truth computed from the input the benchmark produced
-  (:mod:`bench.shed.judge`): the 95 % intervals' coverage of shed windows, the relative error per
+  (:mod:`ballast.harness.judge`): the 95 % intervals' coverage of shed windows, the relative error per
   window over time, exact rows right;
 * the acceptance's verdicts (:mod:`bench.shed.verdicts`): lag back under target within 3 policy
   cycles (on) or growing without bound (off); shedding lifted within 3 cycles of the overload's

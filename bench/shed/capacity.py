@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ballast.harness.feed import Feeder, Phase
 from ballast.kafka.configuration import KafkaConfig
 from ballast.metrics.records import ReduceProgress
-from bench.shed.case import SETTLE_S, Deployment
-from bench.shed.feed import Feeder, Phase, sequence
+from bench.shed.case import SETTLE_S, Deployment, sequence
 from bench.shed.params import STATUS_S, WAIT_S, Params, log
 from bench.shed.verdicts import lag_summary
 

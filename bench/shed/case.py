@@ -8,13 +8,13 @@ The order, and why:
    accuracy of the parameters); then the reduce (``local[4]``, a per-record cost that sets its
    capacity). The input starts once the job has read the router's first markers, so Spark's
    start-up is in no measured lag.
-2. The schedule (:mod:`bench.shed.feed`): ``warm_s`` at ``calm_rate`` × capacity, ``overload_s`` at
+2. The schedule (:mod:`ballast.harness.feed`): ``warm_s`` at ``calm_rate`` × capacity, ``overload_s`` at
    ``over_rate`` ×, ``recover_s`` at ``calm_rate`` ×. Every ``sample_s`` the benchmark reads both
    stages' exact time lag (:mod:`bench.shed.lag`), the control log (the keep in force) and the
    epoch markers (when the routers applied it).
 3. Then the input stops and flush events raise the watermark past every window (one every few
    seconds until it has: a flush record may itself be shed), every output row is read back and
-   judged against the truth (:mod:`bench.shed.judge`), and the verdicts are computed
+   judged against the truth (:mod:`ballast.harness.judge`), and the verdicts are computed
    (:mod:`bench.shed.verdicts`). Without ``drain_off`` the off case stops after its schedule:
    draining what its overload left takes longer than the schedule, and nothing was shed to judge.
 """
@@ -31,16 +31,18 @@ import pandas as pd
 from ballast.avro.codec import AvroCodec
 from ballast.control.log import ControlLogReader
 from ballast.control.state import initial_state
+from ballast.harness import judge
+from ballast.harness.control_series import applied_at, keep_at, keep_series
+from ballast.harness.events import Events
+from ballast.harness.feed import Feeder, Phase, scheduled_records
 from ballast.harness.pipeline import Pipeline
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.follow import TopicFollower
 from ballast.kafka.topics import TopicLayout
 from ballast.metrics.records import ReduceProgress
 from ballast.workload import FLUSH_KEY, flush_event
-from bench.reduce.backlog import Events
-from bench.shed import judge, verdicts
-from bench.shed.control import applied_at, keep_at, keep_series
-from bench.shed.feed import Feeder, Phase
+from bench.reduce.backlog import keyed_events
+from bench.shed import verdicts
 from bench.shed.lag import LagProbe
 from bench.shed.params import INPUT_PARTITIONS, STATUS_S, WAIT_S, WORKERS, Params, log
 from spark_jobs.durations import interval_ms
@@ -48,6 +50,12 @@ from spark_jobs.durations import interval_ms
 ISSUER = "bench-shed"
 FLUSH_EVERY_S = 5.0
 SETTLE_S = 5.0  # the first seconds of calm input are the start's, not the steady lag
+
+
+def sequence(keys: int, z: float, seed: int, phases: list[Phase]) -> Events:
+    """The keys and values of every run: as many as the schedule produces (times are filled in as
+    produced)."""
+    return keyed_events(scheduled_records(phases), keys, z, seed, 1, 0)
 
 
 def schedule(params: Params, capacity: float) -> list[Phase]:

@@ -14,8 +14,7 @@ from bench.run_params import parse_run
 from bench.scratch_broker import ScratchBroker
 from bench.shed import __doc__ as DOC
 from bench.shed.capacity import calibrate
-from bench.shed.case import run_case, schedule
-from bench.shed.feed import sequence
+from bench.shed.case import run_case, schedule, sequence
 from bench.shed.params import CASES, QUICK, ROOT, WORKERS, Params, log
 from bench.shed.plot import plot
 from spark_jobs.durations import interval_ms

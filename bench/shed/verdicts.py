@@ -1,7 +1,7 @@
 """The acceptance's verdicts, computed from the measured series (never written by hand).
 
 Pure: lag samples (the benchmark's exact time lag, :mod:`bench.shed.lag`), the keep-probability
-in force (:mod:`bench.shed.control`), the phases' times and the judged windows in; figures and
+in force (:mod:`ballast.harness.control_series`), the phases' times and the judged windows in; figures and
 booleans out.
 
 * **Lag under overload** (acceptance 2). The lag judged is the pipeline's, router plus reduce: a

@@ -6,10 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.reduce.backlog import Events
-from bench.shed import judge, verdicts
+from ballast.harness import judge
+from ballast.harness.control_series import applied_at, keep_at, keep_series
+from ballast.harness.events import Events
+from bench.shed import verdicts
 from bench.shed.capacity import drain_rate
-from bench.shed.control import applied_at, keep_at, keep_series
 from bench.shed.lag import stage_lag
 
 pytestmark = pytest.mark.unit

@@ -1,5 +1,7 @@
 """The keep-probability in force over time, from the control log; when the routers applied it.
 
+Why in the harness: the shedding benchmark and the demo both draw it and judge results by it.
+
 Pure: the events are the control log's (``ControlLogReader``'s dicts: epoch, issued_at, type,
 payload), the marker samples the benchmark's own readings of the lowest epoch every routed
 partition has announced (:meth:`ballast.harness.routed.MarkerWatch.poll`). The setting in force for

@@ -1,4 +1,6 @@
-"""Every output row against the truth the benchmark computed from the input it produced.
+"""Every output row against the truth computed from the input that was produced.
+
+Why in the harness: the shedding benchmark and the demo judge their results by the same rules.
 
 Pure (frames in, figures out), so it is unit tested on rows made by hand.
 
@@ -37,7 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.reduce.backlog import Events
+from ballast.harness.events import Events
 
 ROW_FIELDS = (
     "key", "window_start", "revision", "count", "sum", "excluded_records", "exact", "sampled_records",

@@ -1,4 +1,4 @@
-"""The input: one seeded key and value sequence, produced at a schedule of rates, event time = now.
+"""Input at a schedule of rates, event time = now: one seeded sequence, to one topic or several.
 
 Why event time is the time of production (not a generated clock as in :mod:`bench.migration`): the
 questions are asked in wall time (is the lag back under target within 3 policy cycles of the
@@ -8,6 +8,10 @@ in the same order (:func:`bench.reduce.backlog.keyed_events`, values multiples o
 exact in any order) at the same schedule; the times differ by run, so the feeder records the time
 it stamped on each record, and the truth is computed from what it actually produced
 (:attr:`Feeder.produced_events`).
+
+Why several topics: the demo runs the same input through two deployments at once (Ballast, and
+hash-only routing), and a comparison is fair only if both get the very same records at the very
+same moments; one feeder writes each step to every topic, stamped with one time.
 """
 
 from __future__ import annotations
@@ -19,9 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ballast.avro.wire import INPUT_HEADER, encode_input_body
+from ballast.harness.events import Events
 from ballast.kafka.clients import DeliveryTracker, make_producer, produce_waiting
 from ballast.kafka.configuration import KafkaConfig
-from bench.reduce.backlog import Events, keyed_events
 
 STEP_S = 0.05  # one produce-and-flush step per this much of the schedule
 
@@ -33,23 +37,24 @@ class Phase:
     seconds: float
 
 
-def sequence(keys: int, z: float, seed: int, phases: list[Phase]) -> Events:
-    """The keys and values of every run: as many as the schedule produces (times are filled in as
-    produced)."""
-    n = int(sum(p.rate * p.seconds for p in phases)) + len(phases) + 1
-    return keyed_events(n, keys, z, seed, 1, 0)
+def scheduled_records(phases: list[Phase]) -> int:
+    """How many records the schedule produces at most (a sequence this long never runs out)."""
+    return int(sum(p.rate * p.seconds for p in phases)) + len(phases) + 1
 
 
 class Feeder(threading.Thread):
-    """Produces ``events`` to ``topic``, phase after phase, each at its rate, stamping each record's
-    event time with the time it is produced. ``phase_starts`` holds each phase's start (wall ms)."""
+    """Produces ``events`` to each of ``topics``, phase after phase, each at its rate, stamping each
+    record's event time with the time it is produced. ``phase_starts`` holds each phase's start
+    (wall ms)."""
 
-    def __init__(self, kafka: KafkaConfig, topic: str, events: Events, phases: list[Phase]) -> None:
-        super().__init__(daemon=True, name="bench-shed-feeder")
-        self.topic = topic
+    def __init__(
+        self, kafka: KafkaConfig, topics: str | tuple[str, ...], events: Events, phases: list[Phase]
+    ) -> None:
+        super().__init__(daemon=True, name="input-feeder")
+        self.topics = (topics,) if isinstance(topics, str) else tuple(topics)
         self.events = events
         self.phases = phases
-        self.producer = make_producer(kafka.with_client_id(f"{topic}-feeder"), **{"linger.ms": 5})
+        self.producer = make_producer(kafka.with_client_id(f"{self.topics[0]}-feeder"), **{"linger.ms": 5})
         self.times = np.zeros(events.ids.size, dtype=np.int64)
         self.produced = 0
         self.phase_starts: dict[str, int] = {}
@@ -88,7 +93,8 @@ class Feeder(threading.Thread):
             for i in range(lo, hi):
                 key = self.events.name(int(self.events.ids[i])).encode()
                 body = encode_input_body(key, float(self.events.values[i]), i.to_bytes(8, "big"), now_ms)
-                produce_waiting(self.producer, self.topic, INPUT_HEADER + body, key, tracker)
+                for topic in self.topics:
+                    produce_waiting(self.producer, topic, INPUT_HEADER + body, key, tracker)
             self.producer.flush(60)
             tracker.raise_if_failed()
             self.times[lo:hi] = now_ms
