@@ -295,27 +295,13 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 def _latest_status(args: argparse.Namespace) -> dict | None:
     """The newest ControllerStatus of the last minute on the metrics topic (None: no controller)."""
-    import time
 
-    from confluent_kafka import TopicPartition
-
-    from ballast.kafka.admin import make_admin, partition_count
-    from ballast.kafka.clients import make_consumer
     from ballast.metrics.reader import MetricsReader
     from ballast.metrics.records import ControllerStatus
 
     kafka = ConnectionSettings.from_args(args).checked_kafka_config("ballast-control")
     topic = LayoutSettings.from_args(args).layout().name("metrics")
-    probe = make_consumer(kafka, "ballast-control-table")
-    try:
-        n = partition_count(make_admin(kafka), topic)
-        since = int(time.time() * 1000) - 60_000
-        found = probe.offsets_for_times([TopicPartition(topic, p, since) for p in range(n)], timeout=10)
-        start = {tp.partition: tp.offset if tp.offset >= 0 else probe.get_watermark_offsets(
-            TopicPartition(topic, tp.partition))[1] for tp in found}  # fmt: skip
-    finally:
-        probe.close()
-    reader = MetricsReader(kafka, topic, start)
+    reader = MetricsReader.since(kafka, topic, 60.0, timeout=10)
     try:
         latest = [b for b in (m.body for m in reader.read_to_end(15)) if isinstance(b, ControllerStatus)]
     finally:

@@ -12,6 +12,7 @@ observations, and one bad record must not stop the reader of all the others.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
@@ -71,6 +72,35 @@ class MetricsReader:
             except Exception:
                 self.undecodable += 1
         return self.metrics[before:]
+
+    @classmethod
+    def since(cls, kafka: KafkaConfig, topic: str, within_s: float, *, keep: bool = True,
+              timeout: float = 30.0) -> MetricsReader:  # fmt: skip
+        """A reader starting at what was published in the last ``within_s`` seconds.
+
+        Why by time: a status or lag command wants the newest state of a deployment that may have
+        published metrics for days; reading from the beginning would take longer the longer it ran.
+        A partition with nothing that recent starts at its end.
+        """
+        from confluent_kafka import TopicPartition
+
+        from ballast.kafka.admin import make_admin, partition_count
+        from ballast.kafka.clients import make_consumer
+
+        probe = make_consumer(kafka, f"ballast-metrics-since-{id(kafka):x}")
+        try:
+            n = partition_count(make_admin(kafka), topic)
+            since = int(time.time() * 1000 - within_s * 1000)
+            asked = [TopicPartition(topic, p, since) for p in range(n)]
+            found = probe.offsets_for_times(asked, timeout=timeout)
+            start = {
+                tp.partition: tp.offset if tp.offset >= 0
+                else probe.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=timeout)[1]
+                for tp in found
+            }  # fmt: skip
+        finally:
+            probe.close()
+        return cls(kafka, topic, start, keep=keep)
 
     def of(
         self, kind: type[B], source: str | None = None, prefix: str | None = None

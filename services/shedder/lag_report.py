@@ -12,7 +12,6 @@ and the command says so (exit 1).
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -114,27 +113,9 @@ def group_reports(metrics: Iterable[Metric]) -> list[GroupReport]:
 
 def read_lag_metrics(kafka: KafkaConfig, topic: str, within_s: float, timeout: float = 30.0) -> list[Metric]:
     """Every metric published on ``topic`` in the last ``within_s`` seconds (read up to its end now)."""
-    from confluent_kafka import TopicPartition
-
-    from ballast.kafka.admin import make_admin, partition_count
-    from ballast.kafka.clients import make_consumer
     from ballast.metrics.reader import MetricsReader
 
-    consumer = make_consumer(kafka, f"ballast-lag-{time.monotonic_ns():x}")
-    try:
-        n = partition_count(make_admin(kafka), topic)
-        since = int((time.time() - within_s) * 1000)
-        found = consumer.offsets_for_times(
-            [TopicPartition(topic, p, since) for p in range(n)], timeout=timeout
-        )
-        start = {
-            tp.partition: tp.offset if tp.offset >= 0 else consumer.get_watermark_offsets(
-                TopicPartition(topic, tp.partition), timeout=timeout)[1]
-            for tp in found
-        }  # fmt: skip
-    finally:
-        consumer.close()
-    with MetricsReader(kafka, topic, start) as reader:
+    with MetricsReader.since(kafka, topic, within_s, timeout=timeout) as reader:
         return reader.read_to_end(timeout)
 
 
