@@ -1,0 +1,1 @@
+"""``ballast status``: one deployment's state as its services publish it (metrics topic, control log)."""
