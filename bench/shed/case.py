@@ -26,21 +26,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
-from ballast.avro.codec import AvroCodec
 from ballast.control.log import ControlLogReader
 from ballast.control.state import initial_state
 from ballast.harness import judge
 from ballast.harness.control_series import applied_at, keep_at, keep_series
 from ballast.harness.events import Events
 from ballast.harness.feed import Feeder, Phase, scheduled_records
+from ballast.harness.outputs import output_rows
 from ballast.harness.pipeline import Pipeline
 from ballast.kafka.configuration import KafkaConfig
-from ballast.kafka.follow import TopicFollower
 from ballast.kafka.topics import TopicLayout
 from ballast.metrics.records import ReduceProgress
-from ballast.workload import FLUSH_KEY, flush_event
+from ballast.workload import flush_event
 from bench.reduce.backlog import keyed_events
 from bench.shed import verdicts
 from bench.shed.lag import LagProbe
@@ -272,26 +269,13 @@ def _close_windows(d: Deployment, produced: int, began: float) -> None:
     log(f"{d.name}: every window closed ({time.monotonic() - began:.0f} s)")
 
 
-def read_rows(pipe: Pipeline, job: str) -> pd.DataFrame:
-    """Every row ``job`` wrote to the output topic (all revisions), the flush key's left out."""
-    codec = AvroCodec("io.ballast.OutputResult")
-    with TopicFollower(pipe.kafka, pipe.layout.name("output")) as f:
-        messages = f.read_to_end(300)
-    rows = []
-    for m in messages:
-        r = codec.decode(m.value())
-        if r["job"] == job and r["key"] != FLUSH_KEY:
-            rows.append({k: r[k] for k in judge.ROW_FIELDS})
-    return pd.DataFrame(rows, columns=list(judge.ROW_FIELDS))
-
-
 def _judge(d: Deployment, events: Events, produced: int, keeps: list[dict[str, Any]],
            lift: dict[str, Any], overload: tuple[int, int]) -> dict[str, Any]:  # fmt: skip
     """Every row read back against the truth of what was produced; the shedding span (for windows
     without a row) runs from the first shed to when the routers applied the lift, or to the end."""
     p = d.params
     assert d.feeder is not None
-    rows = read_rows(d.pipe, d.job)
+    rows = output_rows(d.pipe.kafka, d.layout.name("output"), d.job)
     expected = judge.truth(d.feeder.produced_events(), p.window_ms)
     shed_from = next((k["at_ms"] for k in keeps if k["keep"] < 1.0), None)
     applied = None if lift["lifted_epoch"] is None else applied_at(lift["lifted_epoch"], d.markers)
