@@ -133,6 +133,8 @@ def coverage(lines: pd.DataFrame) -> dict[str, Any]:
     opaque = lines[lines["shed"] & lines["has_truth"] & lines["no_estimate"]]
     shed = lines[lines["shed"] & lines["has_truth"] & ~lines["no_estimate"]]
     sums = shed[~shed["late"]]
+    rowed = shed[shed["has_row"]]
+    rowed_sums = rowed[~rowed["late"]]
     return {
         "shed_windows": len(shed),
         "no_estimate": len(opaque),
@@ -142,6 +144,10 @@ def coverage(lines: pd.DataFrame) -> dict[str, Any]:
         "sum": round(float(sums["sum_in"].mean()), 4) if len(sums) else None,
         "sum_windows": len(sums),
         "sum_skipped_late": len(shed) - len(sums),
+        # the shares among shed windows that have a row with an interval: what a reader of the rows
+        # can check (a window whose every record was shed has no row, so no interval to hold its truth)
+        "count_with_row": round(float(rowed["count_in"].mean()), 4) if len(rowed) else None,
+        "sum_with_row": round(float(rowed_sums["sum_in"].mean()), 4) if len(rowed_sums) else None,
     }
 
 

@@ -61,6 +61,10 @@ B = TypeVar("B", bound=Body)
 class ServiceFailed(RuntimeError):
     """A service of the pipeline exited while the harness waited on it; the message has its log."""
 
+    def __init__(self, message: str, service: str = "", log: str = "") -> None:
+        super().__init__(message)
+        self.service, self.log = service, log
+
 
 def flags(settings: Mapping[str, Any]) -> list[str]:
     """Settings as flags: ``{"commit_interval_ms": 200, "exactly_once": False}`` gives
@@ -141,6 +145,11 @@ class Pipeline:
             wait_ready(self.state, command.name, timeout, self.progress)
         return service
 
+    def wait_ready(self, name: str, timeout: float = 300.0) -> None:
+        """Until a service started with ``wait=False`` announced it is ready (or fail with its log):
+        services that take long to start (Spark) are started together, then waited for."""
+        wait_ready(self.state, name, timeout, self.progress)
+
     def router(self, router_id: str, *extra: str, name: str | None = None, **settings: Any) -> ServiceCommand:
         """The command of router ``router_id`` in this pipeline's group (``settings``: its flags by
         setting name; ``extra``: more flags as typed, last, so they win)."""
@@ -211,9 +220,8 @@ class Pipeline:
             service = self.service(name)
             if not is_running(self.state, service):
                 code = exit_code(service)
-                raise ServiceFailed(
-                    f"service {name} exited ({code}); {service.log}:\n{tail(service.log, 40)}"
-                )
+                log = service.log
+                raise ServiceFailed(f"service {name} exited ({code}); {log}:\n{tail(log, 40)}", name, log)
 
     def stop(self, name: str, timeout: float = 60.0) -> int | None:
         """SIGTERM and wait (then SIGKILL); the exit code when known."""

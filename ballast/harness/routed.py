@@ -53,3 +53,22 @@ class MarkerWatch:
 
     def close(self) -> None:
         self.follower.close()
+
+
+def routed_records(
+    kafka: KafkaConfig, routed_topic: str, timeout: float = 300.0
+) -> tuple[list[int], list[int]]:
+    """Every data record of the routed topic up to its end now: its event time and its partition,
+    which is the worker the routers sent it to (markers and state chunks are skipped)."""
+    from ballast.avro.wire import DATA_PREFIX
+
+    codec = AvroCodec("io.ballast.RoutedEnvelope")
+    times: list[int] = []
+    workers: list[int] = []
+    with TopicFollower(kafka, routed_topic) as follower:
+        for m in follower.read_to_end(timeout):
+            value = m.value()
+            if value and value.startswith(DATA_PREFIX):
+                times.append(int(codec.decode(value)["body"][1]["event_time"]))
+                workers.append(m.partition())
+    return times, workers

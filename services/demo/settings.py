@@ -1,4 +1,22 @@
-"""The demo's own knobs (the Kafka connection and topic layout are the shared settings groups)."""
+"""The demo's own knobs (the Kafka connection, the local stack and the topic layout are the shared
+settings groups).
+
+Why these defaults (2 shared cores, about five minutes for both runs):
+
+* **the stream**: Zipf(1.0) over 4,000 keys (the hottest key is 11 % of the load, under a worker's
+  12.5 % with 8 workers, so a level plan exists) at 800 events/s, whose hot set is drawn anew every
+  ``shift_s`` (a fresh rank -> key permutation: the keys a plan placed cool down, others heat up);
+* **the burst**: ``burst_factor`` × the rate for ``burst_s`` seconds, above what the reduce can do
+  even when balanced, so only shedding keeps the lag under its target;
+* **the reduce's cost**: ``record_cost_us`` of simulated work per record at the stateful step
+  (a sleep: it stands for a real processor's per-record work, such as a model call or a lookup,
+  and makes the capacity a property of the job, not of whatever else shares the machine): 8 task
+  slots × 1 / 2.5 ms = 3,200 records/s at most, so the calm rate uses a quarter of it when the
+  load is level, and one worker of the hash run carries up to twice the mean;
+* **the loop**: intervals of 5 s, θ = 0.3, reacting on 2 intervals above; the plan is made from the
+  last interval in records (a hot set replaced in one step is the case the forecast over-shoots,
+  docs/controller.md) and sent at once (the pacing modes are the migration benchmark's).
+"""
 
 from __future__ import annotations
 
@@ -6,51 +24,59 @@ from dataclasses import dataclass
 
 from ballast.settings import Settings, setting
 
+RUNS = ("ballast", "hash")
+
 
 @dataclass(frozen=True)
 class DemoSettings(Settings):
-    """How much traffic the demo makes, how it plans, and how its Spark reduce runs."""
+    """How much traffic the demo makes, how its services are set, and what it writes."""
 
     ENV_PREFIX = "BALLAST_DEMO_"
 
-    records: int = setting(100_000, "input events to produce (half before, half after the plan)")
-    keys: int = setting(10_000, "distinct keys")
-    zipf: float = setting(1.0, "Zipf exponent of the key distribution (0 = uniform)")
+    runs: str = setting(
+        "ballast,hash",
+        "which runs: ballast (the loop and shedding on), hash (hash-only routing, no shedding); both "
+        "run at the same time on the same input, so they share the machine's noise",
+    )
+    input_s: float = setting(150.0, "seconds of streamed input", minimum=10)
+    rate: float = setting(800.0, "events per second outside the burst", minimum=1)
+    shift_s: float = setting(60.0, "the Zipf hot set is drawn anew this often (seconds)", minimum=5)
+    burst_at_s: float = setting(70.0, "the overload burst starts this many seconds into the input", minimum=0)
+    burst_s: float = setting(25.0, "how long the burst lasts (0: no burst)", minimum=0)
+    burst_factor: float = setting(4.0, "the burst's rate, times --rate", minimum=1)
+    keys: int = setting(4_000, "distinct keys", minimum=1)
+    zipf: float = setting(1.0, "Zipf exponent of the key distribution (0 = uniform)", minimum=0)
     seed: int = setting(42, "seed of the synthetic input")
-    theta: float = setting(0.08, "imbalance tolerance given to the Mixed planner")
-    tracked_keys: int = setting(2000, "heavy hitters the router publishes (the planner moves only these)")
-    reduce: bool = setting(
-        True, "run the Spark stateful reduce in this process (--no-reduce: the router part only)"
-    )
-    processor: str = setting(
-        "aggregate:size=10s",
-        "the reduce's processor, with tumbling windows (the input's event times are 1 ms apart, so "
-        "10s is 10 windows per key at 100,000 records)",
-    )
-    watermark_delay: str = setting(
-        "",
-        "the reduce's event-time watermark delay, a Spark interval (none: half the input's event-time "
-        "span, so no record can be late however the router interleaves the input partitions)",
-    )
-    trigger: str = setting("2 seconds", "the reduce's micro-batch trigger interval (a Spark interval)")
-    local_cores: int = setting(2, "task slots of the reduce's local Spark (local[N])", minimum=1)
-    reduce_timeout_s: float = setting(
-        300.0,
-        "how long to wait on the reduce: to read the first half, then for its last windows",
-        minimum=1.0,
-    )
+    connect_records: int = setting(
+        4_000, "events written to a file and loaded through Kafka Connect's FileStreamSource first "
+        "(0: none)", minimum=0,
+    )  # fmt: skip
+    routers: int = setting(2, "router services per run", minimum=1)
+    interval_s: float = setting(5.0, "the controller's interval (and the report's)", minimum=1)
+    theta: float = setting(0.3, "rebalance when max/mean stays above 1 + theta", minimum=0)
+    tracked_keys: int = setting(1_000, "heavy hitters each router publishes (the planner moves only these)")
+    target_s: float = setting(15.0, "the input stream's time-lag target (the shedder's)", minimum=1)
+    min_accuracy: float = setting(0.2, "the stream's keep-probability floor", minimum=0.01)
+    record_cost_us: float = setting(2500.0, "simulated work per record at the reduce (see above)", minimum=0)
+    window: str = setting("10 seconds", "the reduce's tumbling window (a Spark interval)")
+    watermark_delay: str = setting("10 seconds", "the reduce's event-time watermark delay")
+    trigger: str = setting("2 seconds", "the reduce's micro-batch trigger interval")
+    local_cores: int = setting(0, "task slots of each reduce's local Spark (0: one per worker)", minimum=0)
+    drain_timeout_s: float = setting(
+        90.0, "after the input, how long a run may take to close its last windows; a run that does not "
+        "(the hash run after the burst) is reported with its lag, its results not judged", minimum=10,
+    )  # fmt: skip
+    ready_timeout_s: float = setting(300.0, "how long a service may take to start", minimum=10)
+    report_dir: str = setting("demo-report", "where index.html, the plots and summary.json go")
+    live: bool = setting(True, "draw the live view (--no-live: status lines, as in a log)")
     keep: bool = setting(False, "leave a local stack the demo started running afterwards")
-    report_json: str = setting("", "also write the report as JSON to this file (tests read it)")
 
     def __post_init__(self) -> None:
-        if self.records < 2 or self.keys < 1 or self.tracked_keys < 1:
-            raise ValueError("records must be >= 2, keys and tracked_keys >= 1")
-        from spark_jobs.processors.spec import from_spec  # numpy only: no Spark is started
+        chosen = self.run_names()
+        if not chosen or any(r not in RUNS for r in chosen):
+            raise ValueError(f"--runs: pick from {', '.join(RUNS)}, got {self.runs!r}")
+        if self.burst_s and self.burst_at_s + self.burst_s > self.input_s:
+            raise ValueError("--burst-at-s + --burst-s must end within --input-s")
 
-        try:
-            windows = getattr(from_spec(self.processor), "windows", None)
-        except ValueError as exc:
-            raise ValueError(f"--processor: {exc}") from None
-        # the check adds up each key's windows: a record must be in exactly one of them
-        if windows is None or not windows.tumbling:
-            raise ValueError(f"--processor: {self.processor!r} needs tumbling windows (no slide)")
+    def run_names(self) -> list[str]:
+        return [r.strip() for r in self.runs.split(",") if r.strip()]

@@ -1,0 +1,156 @@
+"""The demo's verdict: what must hold for a user to believe what the report shows. Pure.
+
+The rules, and why each is as it is:
+
+* **the loop settles**: after each shift of the hot set, the Ballast run's max/mean (counted from
+  the routed topic, per interval) is at most 1 + θ from the ``SETTLE``-th interval on until the next
+  shift. The controller needs 2 intervals above θ to act (``--consecutive 2``: the second lies
+  wholly after the shift, so the plan is made from the new hot set), and its plan lands within the
+  next one;
+* **hash stays above**: the hash run's median max/mean over its intervals is above 1 + θ: the
+  imbalance the loop removes is real on this input;
+* **lag back under target**: with shedding, the Ballast run's time lag (router + reduce stage, as
+  the shedder measured it) is under the target from ``GRACE_CYCLES`` policy cycles after the burst
+  on. During the burst it may rise: the shedder needs a cycle or two to see the overload;
+* **results**: every unshed window exact and present, no exact row wrong, and the shed windows'
+  95 % intervals hold the truth at the stated rate (at least ``MIN_COVERAGE`` of the shed windows
+  with a row; a window whose every record was shed has no row and no interval, and is reported
+  apart);
+* **nothing left running**: every process the demo started is gone.
+"""
+
+from __future__ import annotations
+
+from statistics import median
+from typing import Any
+
+from services.demo.summary import RunSummary, Verdict
+
+SETTLE = 3  # intervals after a shift within which the loop must be back under 1 + theta
+GRACE_CYCLES = 3  # policy cycles after the burst within which the lag must be back under target
+MIN_COVERAGE = 0.90  # share of shed windows (with a row) whose interval holds the truth (95 % stated)
+MIN_SHED_WINDOWS = 30  # fewer shed windows say nothing about a rate
+
+
+def settle_intervals(run: RunSummary, end_s: float) -> list[int | None]:
+    """Per shift: how many intervals after it the run's max/mean stayed above 1 + θ before it stayed
+    at most 1 + θ until the next shift (None: it never did)."""
+    limit = 1 + run.theta
+    bounds = [*run.shifts_s[1:], end_s]
+    out: list[int | None] = []
+    for shift, nxt in zip(run.shifts_s, bounds, strict=True):
+        rows = [r for t, r in run.imbalance if shift <= t < nxt]
+        settled = None
+        for k in range(len(rows), -1, -1):  # the earliest k from which every interval is under
+            if all(r <= limit for r in rows[k:]):
+                settled = k
+            else:
+                break
+        out.append(settled if rows and settled is not None and settled < len(rows) else None)
+    return out
+
+
+def loop_settles(run: RunSummary, end_s: float) -> Verdict:
+    settles = settle_intervals(run, end_s)
+    run.figures["settle_intervals"] = settles
+    ok = bool(settles) and all(k is not None and k <= SETTLE for k in settles)
+    pairs = zip(run.shifts_s, settles, strict=True)
+    shown = ", ".join(f"{t:g} s: {'never' if k is None else k}" for t, k in pairs)
+    return Verdict(f"max/mean back under {1 + run.theta:g} within {SETTLE} intervals of each shift", ok,
+                   f"intervals above after each shift: {shown}")  # fmt: skip
+
+
+def imbalance_median(run: RunSummary) -> float | None:
+    return round(median(r for _, r in run.imbalance), 3) if run.imbalance else None
+
+
+def hash_stays_above(hash_run: RunSummary, ballast: RunSummary | None) -> Verdict:
+    m = imbalance_median(hash_run)
+    hash_run.figures["max_mean_median"] = m
+    other = f"; Ballast's {imbalance_median(ballast)}" if ballast is not None else ""
+    limit = 1 + hash_run.theta
+    return Verdict(f"hash-only max/mean stays above {limit:g}", m is not None and m > limit,
+                   f"median over {len(hash_run.imbalance)} intervals {m}{other}")  # fmt: skip
+
+
+def pipeline_lag(run: RunSummary) -> list[tuple[float, float]]:
+    """(t_s, router + reduce lag) where the shedder measured both."""
+    return [(float(t), float(a) + float(b)) for t, a, b in run.lag if a is not None and b is not None]
+
+
+def lag_figures(run: RunSummary) -> dict[str, Any]:
+    lag = pipeline_lag(run)
+    burst_end = run.burst_s[1] if run.burst_s else None
+    after = [v for t, v in lag if burst_end is not None and t >= burst_end]
+    over = [t for t, v in lag if v > run.target_s]
+    return {
+        "lag_peak_s": round(max((v for _, v in lag), default=0.0), 2) if lag else None,
+        "lag_end_s": round(lag[-1][1], 2) if lag else None,
+        "lag_peak_after_burst_s": round(max(after), 2) if after else None,
+        "last_over_target_s": round(over[-1], 1) if over else None,
+        "lag_samples": len(lag),
+    }
+
+
+def lag_back_under(run: RunSummary, cycle_s: float) -> Verdict:
+    figures = lag_figures(run)
+    run.figures.update(figures)
+    lag = pipeline_lag(run)
+    if not run.burst_s or not lag:
+        return Verdict("time lag back under target after the burst", False, "no burst or no lag measured")
+    bound = run.burst_s[1] + GRACE_CYCLES * cycle_s
+    late = [(t, v) for t, v in lag if t >= bound]
+    ok = bool(late) and all(v <= run.target_s for _, v in late)
+    return Verdict(
+        f"time lag back under the {run.target_s:g} s target within {GRACE_CYCLES} cycles of the burst's end",
+        ok,
+        f"peak {figures['lag_peak_s']} s; last over target at {figures['last_over_target_s']} s, the burst "
+        f"ended at {run.burst_s[1]:g} s; {len(late)} samples after {bound:g} s",
+    )
+
+
+def results_hold(run: RunSummary) -> list[Verdict]:
+    r, cov = run.figures.get("results"), run.figures.get("coverage")
+    if r is None or cov is None:
+        return [Verdict(f"{run.name}: results match the reference", False, "not judged")]
+    wrong = r["exact_wrong"] + r["missing_unshed"] + r["unexpected"]
+    exact_ok = wrong == 0 and r["windows"] > 0
+    out = [Verdict(
+        f"{run.name}: every unshed window exact and present, none unexpected",
+        exact_ok,
+        f"{r['rows']:,} rows over {r['windows']:,} windows; exact {r['exact_windows']:,}, wrong "
+        f"{r['exact_wrong']}, missing {r['missing_unshed']}, unexpected {r['unexpected']}",
+    )]  # fmt: skip
+    if run.shedding:
+        n = cov["shed_windows"] - cov["without_row"]
+        count, total = cov.get("count_with_row"), cov.get("sum_with_row")
+        enough = n >= MIN_SHED_WINDOWS
+        ok = enough and count is not None and count >= MIN_COVERAGE
+        ok = ok and (total is None or total >= MIN_COVERAGE) and cov["no_estimate_over"] == 0
+        out.append(Verdict(
+            f"{run.name}: shed windows inside their 95 % interval (at least {MIN_COVERAGE:.0%})",
+            ok,
+            f"count {count}, sum {total} over {n:,} shed windows with a row"
+            + ("" if enough else f" (fewer than {MIN_SHED_WINDOWS})")
+            + f"; {cov['without_row']:,} windows had every record shed (no row), "
+            f"{cov['no_estimate']:,} rows said no estimate "
+            f"({cov['no_estimate_over']} of them over the truth)",
+        ))  # fmt: skip
+    return out
+
+
+def verdicts(runs: dict[str, RunSummary], end_s: float, cycle_s: float) -> list[Verdict]:
+    """Every check the runs allow (a run not made is not judged)."""
+    out: list[Verdict] = []
+    ballast, hash_run = runs.get("ballast"), runs.get("hash")
+    if ballast is not None:
+        out.append(loop_settles(ballast, end_s))
+    if hash_run is not None:
+        out.append(hash_stays_above(hash_run, ballast))
+        hash_run.figures.update(lag_figures(hash_run))
+    if ballast is not None:
+        out.append(lag_back_under(ballast, cycle_s))
+        out += results_hold(ballast)
+    if hash_run is not None and "results" in hash_run.figures:
+        out += results_hold(hash_run)
+    return out
