@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     ConnectionSettings.add_arguments(parser.add_argument_group("Kafka"))
     ConnectSettings.add_arguments(parser.add_argument_group("Kafka Connect"), only=("url",))
     StackSettings.add_arguments(parser.add_argument_group("local stack (started when no --bootstrap)"))
-    LayoutSettings.add_arguments(parser.add_argument_group("topics"))
+    LayoutSettings.add_arguments(parser.add_argument_group("topics"), only=("prefix",))
     DemoSettings.add_arguments(parser.add_argument_group("demo"))
     return parser
 

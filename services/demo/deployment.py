@@ -13,7 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ballast.devstack.services import ServiceCommand
-from ballast.harness.pipeline import Pipeline
+from ballast.devstack.state import StackError
+from ballast.harness.pipeline import Pipeline, ServiceFailed
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout
 from ballast.status.snapshot import DeploymentStatus
@@ -61,8 +62,8 @@ class DemoRun:
                                dry_run=not self.shedding, log_level="warning")  # fmt: skip
         reduce = pipe.reduce(
             self.job,
-            f"aggregate:size={s.window.replace(' ', '')}",
-            local_cores=s.local_cores or self.layout.workers,
+            f"aggregate:size={s.window}",
+            local_cores=self.layout.workers,
             watermark_delay=s.watermark_delay,
             exact_margin=EXACT_MARGIN,
             trigger=s.trigger,
@@ -80,7 +81,10 @@ class DemoRun:
     def wait_up(self) -> None:
         """Every service ready, and the reduce reading (it has read the routers' first markers)."""
         for name in self.services:
-            self.pipe.wait_ready(name, self.s.ready_timeout_s)
+            try:
+                self.pipe.wait_ready(name, self.s.ready_timeout_s)
+            except StackError as exc:  # said once, with the service and its log, like any failure
+                raise ServiceFailed(str(exc), name, self.pipe.service(name).log) from None
         self.pipe.wait_reduce_caught_up(self.job, self.s.ready_timeout_s, watch=self.services)
         self.watch = StatusWatch(self.kafka, self.layout, within_s=30.0)
 

@@ -87,8 +87,8 @@ def run_demo(s: DemoSettings, connection: ConnectionSettings, layout: LayoutSett
             view.say(f"broker at {state.bootstrap}{with_connect}")
         tag = uuid.uuid4().hex[:6]
         for name in s.run_names():
-            lay = TopicLayout(prefix=f"{layout.prefix}-demo-{tag}-{name}", workers=layout.workers,
-                              input_partitions=layout.input_partitions)  # fmt: skip
+            lay = TopicLayout(prefix=f"{layout.prefix}-demo-{tag}-{name}", workers=s.workers,
+                              input_partitions=s.input_partitions)  # fmt: skip
             runs.append(DemoRun(name, s, kafka, stack_dir, lay))
         _drive(s, kafka, runs, connect_url, view, summary, stack_dir)
     except Interrupted as exc:
