@@ -43,7 +43,7 @@ def print_verdict(summary: DemoSummary, report: Path, console: Console) -> None:
     console.print()
     for v in summary.verdicts:
         mark = "[green]PASS[/green]" if v.ok else "[red]FAIL[/red]"
-        console.print(f"{mark} {v.check}: {v.detail}")
+        console.print(f"{mark} {v.check}: {v.detail}", soft_wrap=True)
     if summary.failure:
         f = summary.failure
         where = f" (log: {f['log']})" if f.get("log") else ""

@@ -41,7 +41,7 @@ class DemoView:
 
     def say(self, message: str) -> None:
         """A line above the live view (or in the log)."""
-        self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {message}")
+        self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {message}", soft_wrap=True)
 
     def update(self, header: str, runs: Sequence[DemoRun]) -> None:
         if self.live is not None:

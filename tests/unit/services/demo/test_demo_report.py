@@ -95,3 +95,20 @@ def test_a_run_without_failure_has_no_failure_box():
 )
 def test_figures_are_shown_as_a_reader_wants_them(value, shown):
     assert cell(value) == shown
+
+
+def test_the_plotted_lines_carry_exactly_the_numbers_of_summary_json():
+    """What a reader sees in imbalance.png and keep.png is what summary.json says, point for point."""
+    from services.demo.plots import imbalance_figure, keep_figure
+
+    summary = both_runs()
+    for figure, series in ((imbalance_figure, "imbalance"), (keep_figure, "keep")):
+        ax = figure(summary).axes[0]
+        drawn = {ln.get_label(): (list(ln.get_xdata()), list(ln.get_ydata())) for ln in ax.get_lines()}
+        for name, run in summary.runs.items():
+            rows = getattr(run, series)
+            if not rows:
+                continue
+            xs, ys = [r[0] for r in rows], [r[1] for r in rows]
+            matches = [k for k, (x, y) in drawn.items() if x[: len(xs)] == xs and y[: len(ys)] == ys]
+            assert matches, f"{series} of {name}: no drawn line holds {list(zip(xs, ys, strict=True))[:3]}…"

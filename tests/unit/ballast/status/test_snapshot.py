@@ -1,0 +1,67 @@
+"""The status fold: newest wins per source, the controller's load before the routers', lag per stage."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ballast.control.state import initial_state
+from ballast.metrics.records import ControllerStatus, LagSample, Metric, ReduceProgress, RouterKeyStats
+from ballast.status.snapshot import StatusFold, max_over_mean
+from ballast.status.view import headline, render
+
+pytestmark = pytest.mark.unit
+
+
+def lag(stage: str, partition: int, seconds: float, at: int) -> Metric:
+    body = LagSample(group="g", topic="t", partition=partition, committed_offset=0, end_offset=0,
+                     lag_records=0, lag_seconds=seconds, stage=stage, status="OK",
+                     group_status="OK")  # fmt: skip
+    return Metric("shedder", at - 1000, at, body)
+
+
+def router(source: str, workers: list[int], at: int) -> Metric:
+    body = RouterKeyStats(epoch=0, worker_records=workers, worker_bytes=[0] * len(workers), offered_records=0,
+                          kept_records=0, heavy_hitters=[], sketch_capacity=0)  # fmt: skip
+    return Metric(source, at - 1000, at, body)
+
+
+def test_routers_load_is_summed_over_their_newest_intervals_until_a_controller_speaks() -> None:
+    fold = StatusFold()
+    fold.add([router("r1", [9, 9], 1000), router("r1", [3, 1], 2000), router("r2", [1, 3], 1500)])
+    s = fold.status("p", 2)
+    assert (s.worker_load, s.load_source, s.realized_imbalance) == ([4.0, 4.0], "routers", 1.0)
+    status = ControllerStatus(controller="c", epoch=3, table_size=7, workers=2, realized_imbalance=1.5,
+                              worker_load=[3.0, 1.0], migration_id="m1", migration_keys=4)  # fmt: skip
+    fold.add([Metric("controller", 0, 2500, status)])
+    s = fold.status("p", 2)
+    seen = (s.worker_load, s.load_source, s.realized_imbalance, s.migration_keys)
+    assert seen == ([3.0, 1.0], "controller", 1.5, 4)
+
+
+def test_lag_per_stage_is_the_largest_partition_of_the_newest_samples_and_unknown_stays_unknown() -> None:
+    fold = StatusFold()
+    fold.add([lag("router", 0, 9.0, 1000), lag("router", 0, 1.0, 2000), lag("router", 1, 2.5, 2000),
+              lag("reduce", 0, math.nan, 2000)])  # fmt: skip
+    s = fold.status("p", 2)
+    assert s.stage_lag("router") == 2.5  # the older 9 s of partition 0 was replaced
+    assert s.stage_lag("reduce") is None
+
+
+def test_epoch_keep_and_the_jobs_newest_batch_come_through_and_draw() -> None:
+    fold = StatusFold()
+    for batch, at in ((1, 1000), (2, 3000), (0, 500)):
+        body = ReduceProgress(job="j", batch_id=batch, input_rows=batch * 10,
+                              durations_ms={"triggerExecution": 7}, end_offsets=[])  # fmt: skip
+        fold.add([Metric("j/driver", at - 1, at, body)])
+    control = initial_state(2)
+    s = fold.status("p", 2, control, results_written=12)
+    assert [(j.batch_id, j.input_rows, j.duration_ms) for j in s.jobs] == [(2, 20, 7)]
+    assert (s.epoch, s.results_written, s.measured_ms) == (0, 12, 3000)
+    assert "12 results" in headline(s) and render(s) is not None
+
+
+def test_max_over_mean_of_no_load_is_unknown() -> None:
+    assert max_over_mean([]) is None and max_over_mean([0.0, 0.0]) is None
+    assert max_over_mean([3.0, 1.0]) == 1.5
