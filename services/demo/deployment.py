@@ -50,7 +50,8 @@ class DemoRun:
             for i in range(1, s.routers + 1)
         ]
         loop = (
-            {"consecutive": 2, "min_gap": 1, "forecast": False, "pacing": "all-at-once", "step_timeout_s": 60}
+            {"consecutive": 2, "min_gap": 1, "forecast": False, "pacing": "all-at-once", "step_timeout_s": 60,
+             "plan_theta": round(s.theta / 3, 4)}
             if self.rebalance
             else {"rebalance": False}
         )

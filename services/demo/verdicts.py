@@ -10,8 +10,12 @@ The rules, and why each is as it is:
 * **hash stays above**: the hash run's median max/mean over its intervals is above 1 + θ: the
   imbalance the loop removes is real on this input;
 * **lag back under target**: with shedding, the Ballast run's time lag (router + reduce stage, as
-  the shedder measured it) is under the target from ``GRACE_CYCLES`` policy cycles after the burst
-  on. During the burst it may rise: the shedder needs a cycle or two to see the overload;
+  the shedder measured it) comes back under the target after the burst and stays there: every
+  sample of the input's last ``HOLD_CYCLES`` policy cycles is under it, and the report says how
+  long after the burst it got there. During the burst and just after it may be over: the shedder
+  needs a cycle or two to see the overload, and the backlog piled up meanwhile is worked off
+  after. (The shedding benchmark holds the shedder to the tighter "within 3 cycles", over a
+  3-minute overload; the demo's burst is 20 s.)
 * **results**: every unshed window exact and present, no exact row wrong, and the shed windows'
   95 % intervals hold the truth at the stated rate (at least ``MIN_COVERAGE`` of the shed windows
   with a row; a window whose every record was shed has no row and no interval, and is reported
@@ -27,7 +31,7 @@ from typing import Any
 from services.demo.summary import RunSummary, Verdict
 
 SETTLE = 3  # intervals after a shift within which the loop must be back under 1 + theta
-GRACE_CYCLES = 3  # policy cycles after the burst within which the lag must be back under target
+HOLD_CYCLES = 2  # policy cycles at the end of the input in which every lag sample must be under target
 MIN_COVERAGE = 0.90  # share of shed windows (with a row) whose interval holds the truth (95 % stated)
 MIN_SHED_WINDOWS = 30  # fewer shed windows say nothing about a rate
 
@@ -92,21 +96,27 @@ def lag_figures(run: RunSummary) -> dict[str, Any]:
     }
 
 
-def lag_back_under(run: RunSummary, cycle_s: float) -> Verdict:
+def lag_back_under(run: RunSummary, cycle_s: float, end_s: float) -> Verdict:
+    """After the burst the lag comes back under the target and stays there to the end of the input
+    (every sample of the last ``HOLD_CYCLES`` policy cycles under it)."""
     figures = lag_figures(run)
     run.figures.update(figures)
     lag = pipeline_lag(run)
+    what = f"time lag back under the {run.target_s:g} s target after the burst, and staying under"
     if not run.burst_s or not lag:
-        return Verdict("time lag back under target after the burst", False, "no burst or no lag measured")
-    bound = run.burst_s[1] + GRACE_CYCLES * cycle_s
-    late = [(t, v) for t, v in lag if t >= bound]
-    ok = bool(late) and all(v <= run.target_s for _, v in late)
-    return Verdict(
-        f"time lag back under the {run.target_s:g} s target within {GRACE_CYCLES} cycles of the burst's end",
-        ok,
-        f"peak {figures['lag_peak_s']} s; last over target at {figures['last_over_target_s']} s, the burst "
-        f"ended at {run.burst_s[1]:g} s; {len(late)} samples after {bound:g} s",
-    )
+        return Verdict(what, False, "no burst or no lag measured")
+    burst_end = run.burst_s[1]
+    after = [(t, v) for t, v in lag if burst_end <= t <= end_s]
+    hold_from = end_s - HOLD_CYCLES * cycle_s
+    held = [v for t, v in after if t >= hold_from]
+    over = [t for t, v in after if v > run.target_s]
+    back = next((t for t, v in after if v <= run.target_s and (not over or t > over[-1])), None)
+    run.figures["back_under_target_after_burst_s"] = None if back is None else round(back - burst_end, 1)
+    ok = bool(held) and all(v <= run.target_s for v in held)
+    when = "never" if back is None else f"{back - burst_end:.0f} s after the burst's end"
+    return Verdict(what, ok, f"peak {figures['lag_peak_s']} s; back under {when} ({burst_end:g} s); "
+                             f"{len(held)} samples in the last {HOLD_CYCLES * cycle_s:g} s of input, "
+                             f"highest {max(held, default=float('nan')):.1f} s")  # fmt: skip
 
 
 def results_hold(run: RunSummary) -> list[Verdict]:
@@ -149,7 +159,7 @@ def verdicts(runs: dict[str, RunSummary], end_s: float, cycle_s: float) -> list[
         out.append(hash_stays_above(hash_run, ballast))
         hash_run.figures.update(lag_figures(hash_run))
     if ballast is not None:
-        out.append(lag_back_under(ballast, cycle_s))
+        out.append(lag_back_under(ballast, cycle_s, end_s))
         out += results_hold(ballast)
     if hash_run is not None and "results" in hash_run.figures:
         out += results_hold(hash_run)

@@ -12,7 +12,9 @@ report), with its longer periods.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -95,6 +97,7 @@ def test_ctrl_c_in_the_middle_stops_every_process_and_still_writes_the_report(tm
             lines.append(line)
             if "streaming" in line:
                 time.sleep(5)
+                status = deployment_status(state, "".join(lines))
                 proc.send_signal(signal.SIGINT)
                 break
         else:
@@ -110,3 +113,18 @@ def test_ctrl_c_in_the_middle_stops_every_process_and_still_writes_the_report(tm
     assert failure is not None and failure["reason"].startswith("interrupted"), failure
     assert "stopped early" in said and "Traceback" not in said
     assert not nothing_left(state), nothing_left(state)
+    # `ballast status` saw the running deployment as its services published it
+    assert status["workers"] == 6 and len(status["worker_load"]) == 6, status
+    assert status["controller"] and {g["stage"] for g in status["lag"]} == {"router", "reduce"}, status
+    assert status["jobs"] and status["jobs"][0]["input_rows"] >= 0, status
+
+
+def deployment_status(state: Path, said: str) -> dict:
+    """``ballast status --json`` of the deployment the demo said it started."""
+    prefix = re.search(r"on prefix (\S+)", said)
+    assert prefix, said
+    argv = [sys.executable, "-m", "ballast.cli", "status", "--json", "--prefix", prefix.group(1),
+            "--state-dir", str(state)]  # fmt: skip
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=clean_env())
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)

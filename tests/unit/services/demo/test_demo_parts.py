@@ -104,13 +104,16 @@ def test_settling_counts_the_intervals_above_before_the_run_stays_under() -> Non
     assert not verdicts.loop_settles(r, 40).ok
 
 
-def test_lag_must_be_under_target_from_three_cycles_after_the_burst() -> None:
-    lag = [[t, 1.0, v] for t, v in ((10, 3.0), (20, 30.0), (30, 20.0), (40, 12.0), (50, 4.0))]
+def test_lag_must_come_back_under_target_after_the_burst_and_stay_there() -> None:
+    lag = [[t, 1.0, v] for t, v in ((10, 3.0), (20, 30.0), (30, 20.0), (40, 12.0), (50, 4.0), (60, 5.0))]
     r = run([], [0], lag=lag, burst_s=[15.0, 25.0])
-    assert verdicts.lag_back_under(r, cycle_s=5).ok  # from 40 s on: 13 and 5 s
-    r.lag[3] = [40, 1.0, 16.0]
-    assert not verdicts.lag_back_under(r, cycle_s=5).ok
-    assert r.figures["lag_peak_s"] == 31.0
+    assert verdicts.lag_back_under(r, cycle_s=5, end_s=60).ok  # under from 40 s on: 13, 5 and 6 s
+    assert r.figures["back_under_target_after_burst_s"] == 15.0 and r.figures["lag_peak_s"] == 31.0
+    r.lag[-1] = [60, 1.0, 16.0]  # over again at the end of the input
+    assert not verdicts.lag_back_under(r, cycle_s=5, end_s=60).ok
+    r.lag = [[t, 1.0, 30.0] for t in (30, 40, 50, 60)]  # never back
+    assert not verdicts.lag_back_under(r, cycle_s=5, end_s=60).ok
+    assert r.figures["back_under_target_after_burst_s"] is None
 
 
 def test_results_fail_on_one_wrong_exact_row_and_on_too_few_shed_windows() -> None:
