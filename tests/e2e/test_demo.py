@@ -28,7 +28,7 @@ from ballast.devstack.state import StackState
 from services.demo.plots import PLOTS
 from services.demo.summary import DemoSummary
 
-SHORT = ("--input-s", "50", "--shift-s", "25", "--burst-at-s", "20", "--burst-s", "10",
+SHORT = ("--input-s", "40", "--shift-s", "20", "--burst-at-s", "15", "--burst-s", "10",
          "--connect-records", "2000", "--drain-timeout-s", "60", "--no-live")  # fmt: skip
 TOGETHER = ("--together",)  # both runs at once: under 3 minutes, on a saturated machine
 
@@ -75,7 +75,7 @@ def test_a_short_demo_runs_everything_as_services_and_reports_what_it_checked(tm
     assert ballast.migrations and ballast.table  # the loop moved keys
     assert median(r for _, r in hash_run.imbalance) > median(r for _, r in ballast.imbalance)
     # every event of the file and the stream is in the truth the results were judged against
-    assert ballast.figures["events"] >= 2000 + 50 * 600
+    assert ballast.figures["events"] >= 2000 + 40 * 600
     # the report: the page names every plot, each drawn from summary.json beside it
     page = (report / "index.html").read_text()
     for plot in PLOTS:
