@@ -128,3 +128,19 @@ def deployment_status(state: Path, said: str) -> dict:
     out = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=clean_env())
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
+
+
+def test_a_service_that_fails_is_named_in_the_report_with_its_log(tmp_path: Path) -> None:
+    """A shedder with a bad setting (from its environment, which services inherit) exits at start: the
+    demo stops everything, and the report names the service and its log."""
+    state, report = tmp_path / "stack", tmp_path / "demo-report"
+    env = {**clean_env(), "BALLAST_SHEDDER_SAMPLE_S": "-1"}
+    argv = demo_argv(state, report, *SHORT, "--runs", "ballast")
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+    said = out.stdout + out.stderr
+    assert out.returncode == 1, said[-2000:]
+    failure = DemoSummary.read(report / "summary.json").failure
+    assert failure is not None and failure["service"] == "ballast-shedder", failure
+    assert Path(failure["log"]).is_file() and "SAMPLE_S" in Path(failure["log"]).read_text(), failure
+    assert "ballast-shedder" in (report / "index.html").read_text()
+    assert not nothing_left(state), nothing_left(state)
