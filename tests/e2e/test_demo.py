@@ -73,7 +73,12 @@ def test_a_short_demo_runs_everything_as_services_and_reports_what_it_checked(tm
     assert ballast.keep and min(k for _, k in ballast.keep) < 1.0  # the burst made it shed
     assert not hash_run.keep and not hash_run.migrations  # the hash run decided nothing
     assert ballast.migrations and ballast.table  # the loop moved keys
-    assert median(r for _, r in hash_run.imbalance) > median(r for _, r in ballast.imbalance)
+    # the loop levelled the load at some point (a saturated machine slows its migrations, so not
+    # necessarily after every shift: that is the full demo's verdict), which hash never does
+    first_plan = ballast.migrations[0][0]
+    levelled = min(r for t, r in ballast.imbalance if t > first_plan)
+    shown = (ballast.imbalance, hash_run.imbalance)
+    assert levelled <= 1 + ballast.theta < median(r for _, r in hash_run.imbalance), shown
     # every event of the file and the stream is in the truth the results were judged against
     assert ballast.figures["events"] >= 2000 + 40 * 600
     # the report: the page names every plot, each drawn from summary.json beside it
