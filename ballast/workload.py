@@ -58,6 +58,18 @@ def flush_event(
     return {"key": FLUSH_KEY, "value": 0.0, "payload": payload, "event_time": event_time}
 
 
+def closing_flush(last_event_time: int, window_ms: int, watermark_delay_ms: int) -> tuple[int, int]:
+    """For a tumbling window: (the end of the last window, the ``ahead_ms`` of a flush event that
+    closes it).
+
+    Why just past the window's end plus the watermark delay, with a second to spare: that is the
+    least that raises the watermark past the last window (see :func:`flush_event` for why more is
+    worse). A caller waits until the job's watermark reaches the window's end.
+    """
+    last_window_end = (last_event_time // window_ms + 1) * window_ms
+    return last_window_end, window_ms + watermark_delay_ms + 1_000
+
+
 def input_events(
     n: int,
     num_keys: int = 10_000,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ballast.avro.codec import AvroCodec
-from ballast.avro.wire import MARKER_PREFIX
+from ballast.avro.wire import DATA_PREFIX, MARKER_PREFIX
 from ballast.kafka.admin import make_admin, partition_count
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.follow import TopicFollower
@@ -60,8 +60,6 @@ def routed_records(
 ) -> tuple[list[int], list[int]]:
     """Every data record of the routed topic up to its end now: its event time and its partition,
     which is the worker the routers sent it to (markers and state chunks are skipped)."""
-    from ballast.avro.wire import DATA_PREFIX
-
     codec = AvroCodec("io.ballast.RoutedEnvelope")
     times: list[int] = []
     workers: list[int] = []

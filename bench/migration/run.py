@@ -35,7 +35,7 @@ from ballast.harness.pipeline import Pipeline
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout
 from ballast.metrics.records import ReduceProgress, WorkerStats
-from ballast.workload import flush_event
+from ballast.workload import closing_flush, flush_event
 from bench.migration.figures import batch_rows, mode_figures
 from bench.migration.params import INPUT_PARTITIONS, STATUS_S, WAIT_S, WORKERS, Params, log
 from bench.migration.story import migration_story
@@ -256,9 +256,8 @@ def _drive(r: ModeRun, params: Params, events: Events, pins_epoch: int, began: f
     feed_end_ms = int(time.time() * 1000)
     assert story is not None and asked is not None
     last_time = int(events.times[produced - 1])
-    window, delay = params.window_ms, delay_ms(params.watermark_delay)
-    pipe.produce([flush_event(last_time, seq=produced, ahead_ms=window + delay + 1_000)])
-    closing = (last_time // window + 1) * window  # the last window's end
+    closing, ahead = closing_flush(last_time, params.window_ms, delay_ms(params.watermark_delay))
+    pipe.produce([flush_event(last_time, seq=produced, ahead_ms=ahead)])
     _wait_closed(r, closing)
     log(f"{mode}: every window closed; stopping ({time.monotonic() - began:.0f} s)")
     pipe.stop(pipe.reduce_name(r.job), timeout=120)
@@ -273,7 +272,7 @@ def _drive(r: ModeRun, params: Params, events: Events, pins_epoch: int, began: f
     for b in rows:
         b["cpu_s"] = round(sum(r.cpu.between(b["start_ms"], b["start_ms"] + b["duration_ms"]).values()), 2)
     figures = mode_figures(rows, story, samples, feed_start_ms, feed_end_ms, params.settle_s)
-    check = _check(r, events, produced, window)
+    check = _check(r, events, produced, params.window_ms)
     log(f"{mode}: {_figure_line(figures)}; windows {'exact' if check['exact'] else check}")
     return {
         "mode": mode,

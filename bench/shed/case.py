@@ -37,7 +37,7 @@ from ballast.harness.pipeline import Pipeline
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout
 from ballast.metrics.records import ReduceProgress
-from ballast.workload import flush_event
+from ballast.workload import closing_flush, flush_event
 from bench.reduce.backlog import keyed_events
 from bench.shed import verdicts
 from bench.shed.lag import LagProbe
@@ -246,8 +246,7 @@ def _close_windows(d: Deployment, produced: int, began: float) -> None:
     assert d.feeder is not None
     p = d.params
     last_time = int(d.feeder.times[produced - 1])
-    closing = (last_time // p.window_ms + 1) * p.window_ms
-    ahead = p.window_ms + interval_ms(p.watermark_delay) + 1_000
+    closing, ahead = closing_flush(last_time, p.window_ms, interval_ms(p.watermark_delay))
     started = last_flush = last_line = time.monotonic() - FLUSH_EVERY_S
     seq = produced
     while d.watermark() < closing:

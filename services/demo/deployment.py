@@ -10,6 +10,7 @@ way a user starts them (``ballast … run``, through the stack's supervisor, log
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from ballast.devstack.services import ServiceCommand
@@ -40,6 +41,9 @@ class DemoRun:
         self.services: list[str] = []
         self.watch: StatusWatch | None = None
         self.status: DeploymentStatus | None = None
+        # (at ms, lowest epoch announced in every routed partition): when the routers applied each
+        # control event, which the judge needs to place the end of shedding
+        self.markers: list[tuple[int, int]] = []
 
     def commands(self) -> list[ServiceCommand]:
         """Routers, the controller, the shedder and the reduce, as a user would start them."""
@@ -74,7 +78,7 @@ class DemoRun:
         return [*routers, controller, shedder, reduce]
 
     def start(self) -> None:
-        """Start every service without waiting (the two runs' Spark start-ups overlap)."""
+        """Start every service without waiting (the routers' and the reduce's start-ups overlap)."""
         for command in self.commands():
             self.pipe.start(command, wait=False)
             self.services.append(command.name)
@@ -89,14 +93,13 @@ class DemoRun:
         self.pipe.wait_reduce_caught_up(self.job, self.s.ready_timeout_s, watch=self.services)
         self.watch = StatusWatch(self.kafka, self.layout, within_s=30.0)
 
-    def check(self) -> None:
-        """Raise ``ServiceFailed`` (with its log) for a service of this run that exited."""
+    def observe(self) -> None:
+        """One look while it runs: ``ServiceFailed`` (with its log) for a service that exited, the
+        status as published now, and a sample of the epoch every routed partition has announced."""
         self.pipe.check_running(*self.services)
-
-    def poll_status(self) -> DeploymentStatus | None:
         if self.watch is not None:
             self.status = self.watch.poll(0.05)
-        return self.status
+        self.markers.append((int(time.time() * 1000), self.pipe.markers().poll()))
 
     def watermark(self) -> int:
         return max((b.watermark_ms for b in self.pipe.reduce_progress(self.job)), default=0)

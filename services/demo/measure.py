@@ -97,7 +97,7 @@ def control_series(events: list[dict[str, Any]], start_ms: int) -> tuple[list[li
 
 
 def read_run(run: DemoRun, summary: RunSummary, start_ms: int, end_ms: int, events: Events | None,
-             markers: list[tuple[int, int]], window_ms: int) -> None:  # fmt: skip
+             window_ms: int) -> None:  # fmt: skip
     """Fill ``summary`` from the run's topics; ``events`` (all the input, Connect's included, with
     the times stamped on them) judges the results, None when the run did not close its windows."""
     s, kafka, layout = run.s, run.kafka, run.layout
@@ -123,18 +123,18 @@ def read_run(run: DemoRun, summary: RunSummary, start_ms: int, end_ms: int, even
     keeps = keep_series(control, run.input_topic)
     summary.keep = [[round((k["at_ms"] - start_ms) / 1000, 3), k["keep"]] for k in keeps]
     if events is not None:
-        judge_results(run, summary, events, keeps, markers, start_ms, window_ms)
+        judge_results(run, summary, events, keeps, start_ms, window_ms)
 
 
 def judge_results(run: DemoRun, summary: RunSummary, events: Events, keeps: list[dict[str, Any]],
-                  markers: list[tuple[int, int]], start_ms: int, window_ms: int) -> None:  # fmt: skip
+                  start_ms: int, window_ms: int) -> None:  # fmt: skip
     """Every output row against the truth; the shedding span runs from the first keep below 1 to when
     the routers applied the last lift (or to the end)."""
     rows = output_rows(run.kafka, run.layout.name("output"), run.job)
     expected = judge.truth(events, window_ms)
     shed_from = next((k["at_ms"] for k in keeps if k["keep"] < 1.0), None)
     lift = keeps[-1] if keeps and keeps[-1]["keep"] >= 1.0 else None
-    until = None if lift is None else (applied_at(lift["epoch"], markers) or int(lift["at_ms"]))
+    until = None if lift is None else (applied_at(lift["epoch"], run.markers) or int(lift["at_ms"]))
     with warnings.catch_warnings():  # a window start with no shed window has no mean: None, not a warning
         warnings.simplefilter("ignore", RuntimeWarning)
         lines = judge.judged(rows, expected, shed_from, until, window_ms)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -125,27 +126,29 @@ def limit_lines(ax: Axes, values: Iterable[float], text: str) -> None:
 # --- the plots --------------------------------------------------------------------------------
 
 
-def imbalance_figure(summary: DemoSummary) -> Figure:
-    fig, ax = new_axes("Load imbalance per interval", "max / mean records per worker")
+def each_run(ax: Axes, summary: DemoSummary, series: str, step: bool = False, **style: Any) -> bool:
+    """One line per run of ``series``' first value column (a step line for a setting in force until
+    the next); whether anything was drawn."""
     drew = False
     for name, run in runs_in_order(summary):
-        t, v = column(run.imbalance, 1)
+        t, v = column(getattr(run, series), 1)
         if t:
-            ax.plot(t, v, marker=".", color=colour(name), label=label(name))
+            draw = partial(ax.step, where="post") if step else ax.plot
+            draw(t, v, color=colour(name), label=label(name), **style)
             drew = True
+    return drew
+
+
+def imbalance_figure(summary: DemoSummary) -> Figure:
+    fig, ax = new_axes("Load imbalance per interval", "max / mean records per worker")
+    drew = each_run(ax, summary, "imbalance", marker=".")
     limit_lines(ax, (1 + r.theta for r in summary.runs.values()), "1 + theta =")
     return finish(fig, ax, summary, drew)
 
 
 def batches_figure(summary: DemoSummary) -> Figure:
     fig, ax = new_axes("Reduce micro-batch duration", "duration (ms)")
-    drew = False
-    for name, run in runs_in_order(summary):
-        t, v = column(run.batches, 1)
-        if t:
-            ax.plot(t, v, marker=".", linewidth=1, color=colour(name), label=label(name))
-            drew = True
-    return finish(fig, ax, summary, drew)
+    return finish(fig, ax, summary, each_run(ax, summary, "batches", marker=".", linewidth=1))
 
 
 def migrations_figure(summary: DemoSummary) -> Figure:
@@ -178,20 +181,18 @@ def lag_figure(summary: DemoSummary) -> Figure:
     fig, ax = new_axes("Time lag by stage", "lag (s)")
     drew = False
     for name, run in runs_in_order(summary):
-        for t, v, style, what in lag_lines(run.lag):
+        for t, v, style, what in lag_lines(run):
             ax.plot(t, v, linestyle=style, color=colour(name), label=f"{label(name)}: {what}")
             drew = True
     limit_lines(ax, (r.target_s for r in summary.runs.values()), "target")
     return finish(fig, ax, summary, drew)
 
 
-def lag_lines(lag: list[list[float | None]]) -> list[tuple[list[float], list[float], str, str]]:
+def lag_lines(run: RunSummary) -> list[tuple[list[float], list[float], str, str]]:
     """Router, reduce and (where both were measured) pipeline lag: the sum is what a result waits."""
-    pipeline = [[row[0], row[1] + row[2]] for row in lag
-                if len(row) >= 3 and row[1] is not None and row[2] is not None]  # fmt: skip
     lines = []
-    for rows, index, style, what in ((pipeline, 1, "-", "pipeline"), (lag, 1, ":", "router"),
-                                     (lag, 2, "--", "reduce")):  # fmt: skip
+    for rows, index, style, what in ((run.pipeline_lag(), 1, "-", "pipeline"), (run.lag, 1, ":", "router"),
+                                     (run.lag, 2, "--", "reduce")):  # fmt: skip
         t, v = column(rows, index)
         if t:
             lines.append((t, v, style, what))
@@ -200,12 +201,7 @@ def lag_lines(lag: list[list[float | None]]) -> list[tuple[list[float], list[flo
 
 def keep_figure(summary: DemoSummary) -> Figure:
     fig, ax = new_axes("Keep-probability of the input stream", "keep probability")
-    drew = False
-    for name, run in runs_in_order(summary):
-        t, v = column(run.keep, 1)
-        if t:
-            ax.step(t, v, where="post", color=colour(name), label=label(name))
-            drew = True
+    drew = each_run(ax, summary, "keep", step=True)
     ax.set_ylim(-0.02, 1.05)
     return finish(fig, ax, summary, drew)
 

@@ -47,7 +47,7 @@ from ballast.harness.feed import Feeder
 from ballast.harness.pipeline import ServiceFailed
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import LayoutSettings, TopicLayout
-from ballast.workload import flush_event
+from ballast.workload import closing_flush, flush_event
 from services.demo import measure, verdicts
 from services.demo.deployment import CYCLE_S, DemoRun
 from services.demo.settings import DemoSettings
@@ -133,22 +133,21 @@ def _drive_group(s: DemoSettings, kafka: KafkaConfig, runs: list[DemoRun], conne
                  summary: DemoSummary, folder: Path) -> None:  # fmt: skip
     """Runs that share one feeder: started, fed, closed, stopped and read back."""
     inp = demo_input(s)
-    view.say(f"starting {len(runs)} deployment(s): " + "; ".join(
-        f"{r.name} = {len(r.commands())} services on prefix {r.layout.prefix}" for r in runs))  # fmt: skip
     for r in runs:
         r.start()
+    view.say(f"started {len(runs)} deployment(s): " + "; ".join(
+        f"{r.name} = {len(r.services)} services on prefix {r.layout.prefix}" for r in runs))  # fmt: skip
     for r in runs:
         r.wait_up()
         view.say(f"{r.name}: every service ready, the reduce reading (logs in {folder / 'services'})")
     prologue = _load_prologue(s, kafka, runs, connect_url, view, folder)
     feeder = Feeder(kafka, tuple(r.input_topic for r in runs), inp.events, inp.phases)  # same seed every run
-    markers: dict[str, list[tuple[int, int]]] = {r.name: [] for r in runs}
     view.say(f"streaming {s.input_s:g} s of input at {s.rate:g}/s, hot set drawn anew every {s.shift_s:g} s"
              + (f", a burst of {s.burst_factor:g}x at {s.burst_at_s:g} s" if s.burst_s else ""))  # fmt: skip
     feeder.start()
     try:
         while feeder.is_alive():
-            _tick(runs, markers, view, feeder, s)
+            _tick(runs, view, feeder, s)
         produced = feeder.stop()
     finally:
         if feeder.is_alive():
@@ -157,7 +156,7 @@ def _drive_group(s: DemoSettings, kafka: KafkaConfig, runs: list[DemoRun], conne
     end_ms = start_ms + int(s.input_s * 1000)
     events = joined(prologue, feeder.produced_events()) if prologue is not None else feeder.produced_events()
     view.say(f"input done: {produced:,} events; closing the last windows…")
-    closed = _close_windows(s, runs, events, markers, view, produced)
+    closed = _close_windows(s, runs, events, view, produced)
     for r in runs:
         r.close()
     view.say(f"{', '.join(r.name for r in runs)}: every service stopped; reading back from the topics…")
@@ -168,7 +167,7 @@ def _drive_group(s: DemoSettings, kafka: KafkaConfig, runs: list[DemoRun], conne
                         burst_s=inp.burst_s)  # fmt: skip
         rs.logs = {name: r.pipe.service(name).log for name in r.services}
         judged = events if closed[r.name] else None
-        measure.read_run(r, rs, start_ms, end_ms, judged, markers[r.name], window_ms)
+        measure.read_run(r, rs, start_ms, end_ms, judged, window_ms)
         rs.figures["closed_windows"] = closed[r.name]
         rs.figures["events"] = int(events.ids.size)
         summary.runs[r.name] = rs
@@ -203,14 +202,11 @@ def _load_prologue(s: DemoSettings, kafka: KafkaConfig, runs: list[DemoRun], con
     return events
 
 
-def _tick(runs: list[DemoRun], markers: dict[str, list[tuple[int, int]]], view: DemoView, feeder: Feeder,
-          s: DemoSettings) -> None:  # fmt: skip
+def _tick(runs: list[DemoRun], view: DemoView, feeder: Feeder, s: DemoSettings) -> None:
     began = time.monotonic()
     feeder.check()
     for r in runs:
-        r.check()
-        r.poll_status()
-        markers[r.name].append((int(time.time() * 1000), r.pipe.markers().poll()))
+        r.observe()
     first = next(iter(feeder.phase_starts.values()), None)
     at = 0.0 if first is None else time.time() - first / 1000
     phase = feeder.phase or "starting"
@@ -219,15 +215,12 @@ def _tick(runs: list[DemoRun], markers: dict[str, list[tuple[int, int]]], view: 
     time.sleep(max(0.0, TICK_S - (time.monotonic() - began)))
 
 
-def _close_windows(s: DemoSettings, runs: list[DemoRun], events: Events,
-                   markers: dict[str, list[tuple[int, int]]], view: DemoView,
+def _close_windows(s: DemoSettings, runs: list[DemoRun], events: Events, view: DemoView,
                    produced: int) -> dict[str, bool]:  # fmt: skip
     """Flush events to each run until its reduce's watermark passed the last window's end; which
     runs did within ``drain_timeout_s``."""
-    window_ms = interval_ms(s.window)
     last_time = int(events.times.max())
-    closing = (last_time // window_ms + 1) * window_ms
-    ahead = window_ms + interval_ms(s.watermark_delay) + 1_000
+    closing, ahead = closing_flush(last_time, interval_ms(s.window), interval_ms(s.watermark_delay))
     closed = {r.name: False for r in runs}
     deadline = time.monotonic() + s.drain_timeout_s
     last_flush = 0.0
@@ -236,9 +229,7 @@ def _close_windows(s: DemoSettings, runs: list[DemoRun], events: Events,
         now = time.monotonic()
         flush = now - last_flush >= FLUSH_EVERY_S
         for r in runs:
-            r.check()
-            r.poll_status()
-            markers[r.name].append((int(time.time() * 1000), r.pipe.markers().poll()))
+            r.observe()
             if closed[r.name]:
                 continue
             if r.watermark() >= closing:

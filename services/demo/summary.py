@@ -44,6 +44,12 @@ class RunSummary:
     figures: dict[str, Any] = field(default_factory=dict)  # the summary table's numbers for this run
     logs: dict[str, str] = field(default_factory=dict)  # service name -> its log file
 
+    def pipeline_lag(self) -> list[tuple[float, float]]:
+        """(t_s, router + reduce lag) where both stages were measured: what a result waits, as the
+        verdict judges it and the lag plot draws it."""
+        return [(float(r[0]), float(r[1]) + float(r[2])) for r in self.lag
+                if len(r) >= 3 and r[1] is not None and r[2] is not None]  # fmt: skip
+
 
 @dataclass
 class Verdict:

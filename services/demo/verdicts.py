@@ -77,13 +77,8 @@ def hash_stays_above(hash_run: RunSummary, ballast: RunSummary | None) -> Verdic
                    f"median over {len(hash_run.imbalance)} intervals {m}{other}")  # fmt: skip
 
 
-def pipeline_lag(run: RunSummary) -> list[tuple[float, float]]:
-    """(t_s, router + reduce lag) where the shedder measured both."""
-    return [(float(t), float(a) + float(b)) for t, a, b in run.lag if a is not None and b is not None]
-
-
 def lag_figures(run: RunSummary) -> dict[str, Any]:
-    lag = pipeline_lag(run)
+    lag = run.pipeline_lag()
     burst_end = run.burst_s[1] if run.burst_s else None
     after = [v for t, v in lag if burst_end is not None and t >= burst_end]
     over = [t for t, v in lag if v > run.target_s]
@@ -101,7 +96,7 @@ def lag_back_under(run: RunSummary, cycle_s: float, end_s: float) -> Verdict:
     (every sample of the last ``HOLD_CYCLES`` policy cycles under it)."""
     figures = lag_figures(run)
     run.figures.update(figures)
-    lag = pipeline_lag(run)
+    lag = run.pipeline_lag()
     what = f"time lag back under the {run.target_s:g} s target after the burst, and staying under"
     if not run.burst_s or not lag:
         return Verdict(what, False, "no burst or no lag measured")

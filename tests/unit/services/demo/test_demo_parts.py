@@ -127,3 +127,4 @@ def test_results_fail_on_one_wrong_exact_row_and_on_too_few_shed_windows() -> No
     assert not verdicts.results_hold(r)[0].ok
     r.figures["coverage"]["without_row"] = 80  # 20 windows with a row: too few to judge a rate
     assert not verdicts.results_hold(r)[1].ok
+
