@@ -32,6 +32,7 @@ from ballast.metrics.records import WorkerStats
 from ballast.routing.murmur2 import kafka_partition
 from ballast.waiting import wait_until
 from ballast.workload import flush_event, key_name, zipf_key_ids
+from tests.support.letter_replays import once_each
 
 WORKERS = 8
 FLUSH_MS = 20_000  # the flush event's lead over the last event: past every window and delay here
@@ -264,10 +265,11 @@ class ReduceKit:
                         found[(m.partition(), m.offset())] = int.from_bytes(body["payload"], "big")
         return [replace(d, event=found.get((d.partition, d.offset))) for d in letters]
 
-    def left_out(self, job: str) -> set[int]:
-        """Indexes of the events ``job`` dead-lettered as late (each named once); any other
+    def left_out(self, job: str, restarts: int = 0) -> set[int]:
+        """Indexes of the events ``job`` dead-lettered as late (each named once, or twice by a batch
+        replayed after one of ``restarts`` kills: :mod:`tests.support.letter_replays`); any other
         dead letter of the job fails the caller's test (nothing else is expected of good input)."""
-        letters = [d for d in self.dead_lettered() if d.job == job]
+        letters = once_each([d for d in self.dead_lettered() if d.job == job], restarts)
         assert {d.reason for d in letters} <= {"late"}, {d.reason for d in letters}
         late = [d.event for d in letters]
         assert None not in late and len(late) == len(set(late)), "a late letter names no event, or one twice"
