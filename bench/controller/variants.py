@@ -54,9 +54,12 @@ class Holt:
 VARIANTS: dict[str, tuple[str, Callable[[], Guesser]]] = {
     "ewma-0.5": ("smoothed level, alpha 0.5, no trend", lambda: Ewma(0.5)),
     "holt-0.5": ("Holt, alpha 0.5, beta 0.5, phi 0.8", lambda: Holt(0.5, 0.5, 0.8)),
-    "linear": ("y + d always (Holt with alpha = beta = 1), no cap",
-               lambda: Forecast(ForecastSettings(fresh=float("inf"), cap_at_heaviest=False))),
+    "linear": ("y + d always (Holt with alpha = beta = 1), no cap, not calibrated",
+               lambda: Forecast(ForecastSettings(fresh=float("inf"), cap_at_heaviest=False,
+                                                 calibrate=False))),
     "follow-2": ("the kept rule with follow 2", lambda: Forecast(ForecastSettings(follow=2.0))),
     "no-cap": ("the kept rule without the cap at the heaviest key",
                lambda: Forecast(ForecastSettings(cap_at_heaviest=False))),
+    "uncalibrated": ("the kept rule without following changes measured to revert",
+                     lambda: Forecast(ForecastSettings(calibrate=False))),
 }

@@ -53,6 +53,9 @@ class ControllerSettings(Settings):
     consecutive: int = setting(2, "trigger: intervals in a row above the threshold", minimum=1)
     min_gap: int = setting(3, "trigger: intervals between two rebalances at least", minimum=0)
     forecast: bool = setting(True, "plan for the next interval's forecast load (off: the last interval's)")
+    forecast_calibration: bool = setting(
+        True, "forecast: follow fresh changes measured to revert (off: always the rule's extrapolation)"
+    )
     pricing: str = setting(
         "measured",
         "load of a worker's records: measured (its busy ms per record, DS2's rate) or records (every "

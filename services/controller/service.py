@@ -41,7 +41,7 @@ from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout
 from ballast.metrics.reader import MetricsReader
 from ballast.metrics.records import ControllerStatus, RouterKeyStats, WorkerStats, metrics_record
-from ballast.planner.forecast import LoadForecaster
+from ballast.planner.forecast import ForecastSettings, LoadForecaster
 from ballast.planner.trigger import TriggerSettings, TriggerState, observe
 from ballast.routing.murmur2 import kafka_partition
 from services.controller.config import ControllerSettings
@@ -147,7 +147,7 @@ class Controller:
         )
         self.trigger = TriggerSettings(settings.theta, settings.consecutive, settings.min_gap)
         self.trigger_state = TriggerState()
-        self.forecaster = LoadForecaster()
+        self.forecaster = LoadForecaster(ForecastSettings(calibrate=settings.forecast_calibration))
         self.tallies = Tallies()
         self.migration: Migration | None = None
         self.link: ControlLink | None = None

@@ -133,7 +133,7 @@ def reference(series: list[dict[str, float]], s: ForecastSettings) -> dict[str, 
 @pytest.mark.parametrize("cap", [True, False])
 def test_matches_an_independent_per_key_implementation_on_a_random_series(cap):
     rng = np.random.default_rng(5)
-    s = ForecastSettings(forget_below=1e-3, cap_at_heaviest=cap)
+    s = ForecastSettings(forget_below=1e-3, cap_at_heaviest=cap, calibrate=False)  # the rule alone
     universe = [f"k{i}" for i in range(40)]
     series = []
     for _ in range(12):
@@ -168,8 +168,74 @@ def test_bad_observations_are_refused(keys, loads):
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"follow": -1}, {"fresh": -0.1}, {"vanish_decay": 1.5}, {"forget_below": -1}]
+    "kwargs",
+    [
+        {"follow": -1},
+        {"fresh": -0.1},
+        {"vanish_decay": 1.5},
+        {"forget_below": -1},
+        {"calibration_memory": 1.0},
+        {"calibration_memory": -0.1},
+    ],
 )
 def test_settings_are_checked(kwargs):
     with pytest.raises(ValueError):
         ForecastSettings(**kwargs)
+
+
+# --- calibration: changes measured to revert ------------------------------------------------------
+
+FLIPS = [10.0, 20.0, 10.0, 20.0, 10.0, 20.0]  # every change fresh (the sign flips), every one reverted
+
+
+def test_changes_that_revert_are_measured_and_followed():
+    f = LoadForecaster(ForecastSettings(cap_at_heaviest=False))
+    seen = []
+    for y in FLIPS:
+        f.observe(["a", "b"], [y, 15.0])
+        seen.append((f.continuation, f.predict(["a", "b"]).tolist()))
+    assert seen[0] == (None, [10.0, 15.0])  # no history: nothing extrapolated, nothing judged
+    assert seen[1] == (None, [30.0, 15.0])  # a fresh rise extrapolated once, not judged yet
+    # the rise of 10 reverted by 10: continuation -1, so the forecast is the flip, not 10 - 10
+    assert seen[2][0] == pytest.approx(-1.0) and seen[2][1] == pytest.approx([20.0, 15.0])
+    assert [c for c, _ in seen[2:]] == pytest.approx([-1.0] * 4)
+    assert seen[-1][1] == pytest.approx([10.0, 15.0])
+
+
+def test_without_calibration_the_rule_extrapolates_regardless():
+    f = LoadForecaster(ForecastSettings(cap_at_heaviest=False, calibrate=False))
+    for y in FLIPS:
+        f.observe(["a"], [y])
+    assert f.continuation == pytest.approx(-1.0)  # measured all the same
+    assert f.predict(["a"]).tolist() == [30.0]  # 20 + the fresh change once more
+
+
+def test_a_change_that_comes_as_a_step_is_judged_not_continued_and_memory_fades_it():
+    # a step on a boundary: 10 -> 20, then flat. The extrapolation to 30 met no change (phi 0):
+    # the rule stays (only reverting changes are followed), and a later judged rise raises phi
+    memory = 0.5
+    f = LoadForecaster(ForecastSettings(cap_at_heaviest=False, calibration_memory=memory))
+    for y in (10.0, 20.0, 20.0):
+        f.observe(["a"], [y])
+    assert f.continuation == pytest.approx(0.0)
+    for y in (20.0, 25.0, 30.0):  # a fresh rise of 5 (extrapolated to 30) that came in full
+        f.observe(["a"], [y])
+    # judged: 10 -> 0 came (three intervals ago), then 5 -> 5: (0 + 5 * 5) / (memory^3 * 10^2 + 5^2),
+    # the flat step's verdict weighing less each interval
+    assert f.continuation == pytest.approx(25.0 / (memory**3 * 100.0 + 25.0))
+
+
+def test_continuing_changes_leave_the_rule_alone():
+    rng = np.random.default_rng(3)
+    keys = [f"k{i}" for i in range(30)]
+    level = rng.uniform(5, 50, 30)
+    calibrated, plain = LoadForecaster(), LoadForecaster(ForecastSettings(calibrate=False))
+    for t in range(12):  # each interval a third of the keys start a step half-way through
+        stepping = rng.random(30) < 1 / 3
+        target = np.where(stepping, level * rng.uniform(0.5, 2.0, 30), level)
+        shown = np.where(stepping, (level + target) / 2, level)
+        for f in (calibrated, plain):
+            f.observe(keys, shown if t else level)
+        level = target
+    assert calibrated.continuation is not None and calibrated.continuation > 0
+    assert np.array_equal(calibrated.predict(keys), plain.predict(keys))
