@@ -93,6 +93,9 @@ class RouterSettings(Settings):
     )
     route_cache_size: int = setting(1_000_000, "keys whose route is cached per epoch")
     metrics_port: int = setting(0, "Prometheus /metrics port (0: disabled)")
+    metrics_host: str = setting(
+        "127.0.0.1", "address the Prometheus endpoint binds (loopback by default; 0.0.0.0 in a container)"
+    )
     transactional_id_prefix: str = setting("ballast-router", "transactional.id = <prefix>.<group>.<id>")
     static_membership: bool = setting(True, "group.instance.id = router id (fast restart)")
     session_timeout_ms: int = setting(15_000, "consumer group session timeout")

@@ -127,11 +127,13 @@ class RouterMetrics:
         self._dead: dict[str, Any] = {}
         self._partition: dict[int, Any] = {}
 
-    def start(self, port: int) -> None:
-        """The run begins: the first statistics interval starts now; serve ``/metrics`` (0: don't)."""
+    def start(self, port: int, host: str = "127.0.0.1") -> None:
+        """The run begins: the first statistics interval starts now; serve ``/metrics`` on
+        ``host:port`` (port 0: don't). Loopback by default, as the controller's and the shedder's:
+        a scrape endpoint open to every interface is the operator's choice, not ours."""
         self.interval.start_ms = now_ms()
         if port:
-            start_http_server(port, addr="0.0.0.0", registry=self.registry)
+            start_http_server(port, addr=host, registry=self.registry)
 
     # --- the loop ---------------------------------------------------------------------------------
 

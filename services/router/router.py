@@ -229,7 +229,7 @@ class Router:
         self.consumer.subscribe(
             list(self.input_topics), on_assign=cp.on_assign, on_revoke=cp.on_revoke, on_lost=cp.on_lost
         )
-        self.metrics.start(self.settings.metrics_port)
+        self.metrics.start(self.settings.metrics_port, self.settings.metrics_host)
         self._next_stats = time.monotonic() + self.settings.stats_interval_s
         self.ready = True
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from ballast.control.state import ControlState
+from ballast.devstack.processes import free_port
+from services.router.config import RouterSettings
 from services.router.metrics import RouterMetrics
 
 pytestmark = pytest.mark.unit
@@ -126,3 +131,26 @@ def test_the_key_statistics_record_at_the_default_heavy_hitter_count_fits_a_kafk
     assert len(record["body"][1]["heavy_hitters"]) == top
     size = len(AvroCodec("io.ballast.MetricsRecord").encode(record))
     assert 200 * top < size < 1_048_576 // 2
+
+
+def listening_address(port: int) -> str | None:
+    """The IPv4 address a socket listens on at ``port``, read from the kernel (/proc/net/tcp)."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        addr, hex_port = local.split(":")
+        if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+            return ".".join(str(int(addr[i : i + 2], 16)) for i in (6, 4, 2, 0))
+    return None
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="reads listening sockets from /proc (Linux)")
+@pytest.mark.parametrize("host", [None, "0.0.0.0"])
+def test_the_prometheus_endpoint_binds_loopback_unless_told_otherwise(host) -> None:
+    port = free_port()
+    m = RouterMetrics("r", 2, heavy_hitter_capacity=10, heavy_hitters_top=5)
+    if host is None:
+        m.start(port)
+    else:
+        m.start(port, host)
+    assert listening_address(port) == (host or "127.0.0.1")
+    assert RouterSettings().metrics_host == "127.0.0.1"  # what the router passes by default
