@@ -58,7 +58,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         output=spark_log,
     )
     try:
-        spec = job_spec(spark, kafka, layout, settings, tuple(args.input_topics or ()))
+        spec = job_spec(spark, kafka, layout, settings, settings.input_topics)
         manifest = Manifest(
             spec.job, spec.topics["routed"], spec.routed_partitions, spec.labels, spec.processor
         )
@@ -86,8 +86,6 @@ def cmd_submit(args: argparse.Namespace) -> int:
         *LayoutSettings.from_args(args).to_argv(),
         *settings.to_argv(),
     ]
-    if args.input_topics:
-        app_args += ["--input-topics", *args.input_topics]
     # the file spark-submit runs on the driver: this package's __main__ (which calls main below)
     entry = Path(__file__).with_name("__main__.py")
     command = submit_command(entry, app_args, master=master, settings=submit)
@@ -107,9 +105,6 @@ def _add_common(p: argparse.ArgumentParser, *, submit: bool = False) -> None:
     # under submit, the master is spark-submit's (SubmitSettings), and local cores mean nothing
     skip = ("master", "local_cores") if submit else ()
     ReduceSettings.add_arguments(p, only=tuple(n for n in ReduceSettings().as_dict() if n not in skip))
-    p.add_argument(
-        "--input-topics", nargs="*", default=(), help="input topics of the job (default: <prefix>.input)"
-    )
 
 
 RUN_DESCRIPTION = (

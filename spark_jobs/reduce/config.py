@@ -41,6 +41,11 @@ class ReduceSettings(Settings):
         "aggregate:size=10s",
         "the per-key processor and its options (aggregate:size=10s[,slide=5s] | last_values:n=5,size=10s)",
     )
+    input_topics: tuple[str, ...] = setting(
+        (),
+        "comma-separated input topics: the routers' sources, whose every partition must deliver a "
+        "marker before state moves (none: the layout's <prefix>.input)",
+    )
     checkpoint: Path = setting(
         Path(""),
         "Spark checkpoint folder (offsets, commits and the RocksDB state); reuse it to resume (none: "

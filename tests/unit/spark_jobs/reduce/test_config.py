@@ -87,3 +87,11 @@ def test_the_exact_margin_defaults_to_ten_seconds_and_takes_an_interval():
     assert _parse("--exact-margin", "30 seconds").exact_margin_ms() == 30_000
     env = {"BALLAST_REDUCE_EXACT_MARGIN": "2 minutes"}
     assert ReduceSettings.from_args(None, env=env).exact_margin_ms() == 120_000
+
+
+def test_input_topics_come_from_a_flag_or_the_environment_and_travel_to_a_submitted_driver():
+    assert _parse().input_topics == ()  # the layout's <prefix>.input, chosen by job_spec
+    assert _parse("--input-topics", "orders, clicks").input_topics == ("orders", "clicks")
+    env = ReduceSettings.from_args(None, env={"BALLAST_REDUCE_INPUT_TOPICS": "orders,clicks"})
+    assert env.input_topics == ("orders", "clicks")
+    assert _parse(*env.to_argv()) == env  # `reduce submit` passes the resolved settings as flags
