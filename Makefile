@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 CACHE ?= .cache
 ARGS ?=
 
-.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-controller bench-router bench-router-compare bench-router-startup bench-reduce bench-reduce-throughput bench-reduce-soak bench-control bench-migration bench-shed clean-cache
+.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-controller bench-router bench-router-compare bench-router-startup bench-reduce bench-reduce-throughput bench-reduce-soak bench-reduce-calm bench-control bench-migration bench-shed clean-cache
 
 setup:
 	@bash deploy/setup.sh
@@ -58,6 +58,9 @@ bench-reduce-throughput: setup
 
 bench-reduce-soak: setup
 	$(PY) -m bench.reduce --parts soak $(ARGS)
+
+bench-reduce-calm: setup
+	$(PY) -m bench.reduce --parts calm $(ARGS)
 
 bench-control: setup
 	$(PY) -m bench.control $(ARGS)

@@ -47,7 +47,7 @@ def parse(argv: list[str] | None) -> tuple[Params, Path]:
     )
 
 
-PARTS = ("placements", "throughput", "soak")
+PARTS = ("placements", "throughput", "soak", "calm")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,6 +81,12 @@ def main(argv: list[str] | None = None) -> int:
             sk = soak.run_soak(params, kafka, workdir, started)
             write(sk, out.with_name(out.stem + "-soak.json"), soak_plot.plot)
             soak.print_summary(sk)
+        if "calm" in parts:
+            from bench.reduce import calm, calm_plot
+
+            cm = calm.run_calm(params, kafka, workdir)
+            write(cm, out.with_name(out.stem + "-calm.json"), calm_plot.plot)
+            calm.print_summary(cm)
         if "placements" not in parts:
             ok = True
             return 0

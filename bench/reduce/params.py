@@ -58,6 +58,12 @@ class Params:
     soak_keys_per_batch: int = 25_000
     soak_batch_event_ms: int = 1_000  # event time each batch of records spans
     soak_warmup_batches: int = 0  # 0: until the state holds every window it keeps
+    # calm: the reduce at a rate far below its capacity, where a batch's fixed costs show (bench.reduce.calm)
+    calm_rate: float = 600.0  # events/s (the demo's calm rate)
+    calm_s: float = 200.0  # seconds of input
+    calm_warm_s: float = 110.0  # of those, left out (the JVM compiles Spark's code for the first minutes)
+    calm_workers: int = 6  # the demo's
+    calm_keys: int = 4_000
     soak_compare_batches: int = 10  # early (after warm-up) and last batches compared
 
     @property
@@ -79,6 +85,8 @@ QUICK = {
     "tp_cap": 50_000,
     "tp_rounds": 1,
     "tp_warmup_batches": 1,
+    "calm_s": 70.0,
+    "calm_warm_s": 30.0,
     "soak_batches": 12,
     "soak_batch_records": 20_000,
     "soak_keys_per_batch": 10_000,
