@@ -39,7 +39,7 @@ class Params:
     uniform_slice_records: int = 8_000
     seed: int = 11
     placements: str = "abc"
-    parts: str = "placements,throughput,soak"  # which parts run (each writes its own JSON and PNG)
+    parts: str = "placements,throughput,soak,calm"  # which parts run (each writes its own JSON and PNG)
     # throughput: Ballast's aggregate against the native query, on a backlog (bench.reduce.throughput)
     tp_events: int = 1_200_000  # events in each key distribution's backlog
     tp_keys: int = 10_000

@@ -109,7 +109,7 @@ def run_job(
             if settings.run_for_s and time.monotonic() - started >= settings.run_for_s:
                 break
             query.awaitTermination(0.5)
-            unreported += progress.publish(query.recentProgress)
+            unreported += progress.publish_new(query)
             if time.monotonic() - last >= STATUS_EVERY_S:
                 last = time.monotonic()
                 if unreported:
