@@ -39,9 +39,8 @@ def kind(cmd: str) -> str:
     return "jvm" if cmd.split(" ", 1)[0].endswith("java") else "driver"
 
 
-def tree_cpu(marker: str) -> dict[str, float]:
-    """CPU seconds by kind of every process whose command line holds ``marker``, and their descendants."""
-    procs = _processes()
+def _tree(procs: dict[int, tuple[int, float, str]], marker: str) -> set[int]:
+    """The processes whose command line holds ``marker``, and all their descendants."""
     members = {pid for pid, (_pp, _c, cmd) in procs.items() if marker in cmd}
     grew = True
     while grew:
@@ -50,6 +49,13 @@ def tree_cpu(marker: str) -> dict[str, float]:
             if parent in members and pid not in members:
                 members.add(pid)
                 grew = True
+    return members
+
+
+def tree_cpu(marker: str) -> dict[str, float]:
+    """CPU seconds by kind of every process whose command line holds ``marker``, and their descendants."""
+    procs = _processes()
+    members = _tree(procs, marker)
     out: dict[str, float] = {}
     for pid in members:
         _parent, cpu, cmd = procs[pid]
@@ -63,14 +69,7 @@ def jvm_threads(marker: str) -> dict[str, float]:
     one group; Linux cuts names at 15 characters). Why: a JVM's CPU alone does not say whether the
     tasks, the JIT, the GC or the Python gateway's threads spent it."""
     procs = _processes()
-    members = {pid for pid, (_pp, _c, cmd) in procs.items() if marker in cmd}
-    grew = True
-    while grew:
-        grew = False
-        for pid, (parent, _c, _cmd) in procs.items():
-            if parent in members and pid not in members:
-                members.add(pid)
-                grew = True
+    members = _tree(procs, marker)
     hz = os.sysconf("SC_CLK_TCK")
     out: dict[str, float] = {}
     for pid in members:
