@@ -10,9 +10,13 @@ imbalanced interval (the paper's), and the controller's defaults (``ballast.plan
 
 Per workload, trigger and policy: mean and p95 realized max/mean, state moved per interval (% of
 state held, and keys), rebalances, and how far what the planner was given was from t+1. Seeds
-11-15, 200 intervals each (the forecast was chosen on seeds 1 to 6). The forecasts tried and not
-kept (:mod:`bench.controller.variants`) run beside it under the every-interval trigger
-(``--no-variants`` skips them). Writes bench/results/controller.json and controller.png and prints
-the tables; ``--quick`` is a one-seed, 40-interval smoke run written to controller-quick.json.
-About 2.5 to 4 minutes on the shared 2-core box; no wall-clock time enters the figures.
+11-15, 200 intervals each (the forecast was chosen on seeds 1 to 6); ``--seeds 11-40`` takes more.
+The forecast against the last interval is judged seed by seed: the paired difference, its 95 %
+interval, and a verdict (ahead, level, behind; :mod:`bench.controller.paired`). The forecasts
+tried and not kept (:mod:`bench.controller.variants`) run beside it under the every-interval
+trigger, and on the paper's swaps so does a second bound: the exact mean of t+1 given t, drawn
+from the swaps' own generator (:mod:`bench.controller.expected`). ``--no-variants`` skips both.
+Writes bench/results/controller.json and controller.png and prints the tables; ``--quick`` is a
+one-seed, 40-interval smoke run written to controller-quick.json. About 2.5 to 4 minutes on the
+shared 2-core box; no wall-clock time enters the figures.
 """
