@@ -20,12 +20,12 @@ need mvn "install Apache Maven (it resolves Kafka, Connect and Spark's connector
 stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
 
 # --- Python ---------------------------------------------------------------------------------
-py_stamp=$(stamp_of requirements.txt pyproject.toml)
+py_stamp=$(stamp_of requirements.txt requirements-dev.txt pyproject.toml)
 if [ "$(cat "$VENV/.ballast-stamp" 2>/dev/null)" != "$py_stamp" ]; then
   say "creating $VENV with pinned requirements (first run downloads pyspark, ~450 MB)"
   [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --disable-pip-version-check --upgrade pip==25.3 setuptools==80.9.0 wheel==0.45.1
-  "$VENV/bin/pip" install -q --disable-pip-version-check -r requirements.txt
+  "$VENV/bin/pip" install -q --disable-pip-version-check -r requirements-dev.txt
   "$VENV/bin/pip" install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
   echo "$py_stamp" > "$VENV/.ballast-stamp"
 else

@@ -331,6 +331,7 @@ def test_dockerfile_runs_ballast_with_the_pinned_requirements():
     copies = [args for op, args in instructions if op == "COPY"]
     assert any("requirements.txt" in c for c in copies), "requirements.txt is not copied into the image"
     assert re.search(r"pip install (\S+ )*-r requirements\.txt", runs), "requirements.txt is not installed"
+    assert "requirements-dev" not in runs, "the image installs the test and lint tools"
     assert "openjdk-17-jre-headless" in runs, "no JRE 17 for pyspark"
     assert re.search(r"pip install .*-e \.", runs), (
         "the project is not installed editable: ballast.paths finds schemas/ and the jars in the tree"
@@ -385,3 +386,17 @@ def test_compose_stack_serves_ballast(docker_services):  # pragma: no cover - ne
         return wanted <= set(topics)
 
     docker_services.wait_until_responsive(timeout=300, pause=2, check=created)
+
+
+def test_the_runtime_requirements_hold_no_test_or_lint_tool():
+    """The image installs requirements.txt alone: a test tool there would ship in every container."""
+    pinned = {
+        line.split("==")[0].strip().lower()
+        for line in (PROJECT_ROOT / "requirements.txt").read_text().splitlines()
+        if "==" in line and not line.lstrip().startswith("#")
+    }
+    tools = {"pytest", "pytest-timeout", "pytest-docker", "hypothesis", "selenium", "ruff", "pyyaml"}
+    assert pinned and not pinned & tools, f"test tools among the runtime requirements: {pinned & tools}"
+    dev = (PROJECT_ROOT / "requirements-dev.txt").read_text().splitlines()
+    assert "-r requirements.txt" in dev, "requirements-dev.txt must build on the runtime pins"
+    assert "requirements-dev.txt" in (PROJECT_ROOT / "deploy" / "setup.sh").read_text(), "make setup skips it"

@@ -27,7 +27,7 @@ def chromium_binary() -> str | None:
 def missing_browser() -> str | None:
     """Why a browser test cannot run here (the skip reason), or None when it can."""
     if importlib.util.find_spec("selenium") is None:
-        return "selenium is not installed: pip install -r requirements.txt (make setup does)"
+        return "selenium is not installed: pip install -r requirements-dev.txt (make setup does)"
     if chromium_binary() is None:
         return f"no Chromium at {' or '.join(CHROMIUM)}: install it with `{INSTALL}`"
     if not Path(CHROMEDRIVER).is_file():
