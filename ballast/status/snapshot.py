@@ -7,7 +7,8 @@ figure here is the newest one published:
 
 * worker load, imbalance, table size, migration in flight: the controller's ``ControllerStatus``
   (per interval; without a controller, the routers' per-worker counts of their newest interval);
-* time lag per stage: the shedder's ``LagSample`` (the largest partition's, per stage);
+* time lag per stage: the shedder's ``LagSample`` (the largest partition's of the group's newest
+  cycle, :mod:`ballast.metrics.lag`);
 * micro-batches and watermark: each reduce job's ``ReduceProgress``;
 * epoch and keep-probabilities: the control log's folded state.
 """
@@ -15,10 +16,11 @@ figure here is the newest one published:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ballast.metrics.lag import GroupLag, NewestLag
 from ballast.metrics.records import ControllerStatus, LagSample, Metric, ReduceProgress, RouterKeyStats
 
 
@@ -31,6 +33,11 @@ class StageLag:
     lag_s: float | None  # the largest partition's (None: not known)
     status: str
     measured_ms: int
+
+    @classmethod
+    def of(cls, g: GroupLag) -> StageLag:
+        lag = None if math.isnan(g.lag_seconds) else g.lag_seconds
+        return cls(g.stage, g.group, lag, g.status, g.measured_ms)
 
 
 @dataclass
@@ -84,7 +91,7 @@ class StatusFold:
     def __init__(self) -> None:
         self._controller: tuple[int, str, ControllerStatus] | None = None
         self._routers: dict[str, tuple[int, RouterKeyStats]] = {}
-        self._lag: dict[tuple[str, str, str, int], tuple[int, LagSample]] = {}
+        self._lag = NewestLag()
         self._jobs: dict[str, tuple[int, ReduceProgress]] = {}
         self.newest_ms = 0
 
@@ -98,7 +105,7 @@ class StatusFold:
             elif isinstance(body, RouterKeyStats):
                 _newest(self._routers, m.source, at, body)
             elif isinstance(body, LagSample):
-                _newest(self._lag, (body.stage, body.group, body.topic, body.partition), at, body)
+                self._lag.add([m])
             elif isinstance(body, ReduceProgress):
                 _newest(self._jobs, body.job, at, body)
 
@@ -124,7 +131,7 @@ class StatusFold:
             s.worker_load = router_load(b for _, b in self._routers.values())
             s.load_source = "routers"
             s.realized_imbalance = max_over_mean(s.worker_load)
-        s.lag = stage_lags(self._lag)
+        s.lag = [StageLag.of(g) for g in self._lag.groups()]
         s.jobs = [
             JobProgress(
                 job, p.batch_id, p.input_rows, int(p.durations_ms.get("triggerExecution", 0)),
@@ -155,16 +162,3 @@ def max_over_mean(load: list[float]) -> float | None:
     """Max over mean of the workers' load (None: no load)."""
     total = sum(load)
     return max(load) / (total / len(load)) if load and total > 0 else None
-
-
-def stage_lags(samples: Mapping[tuple[str, str, str, int], tuple[int, LagSample]]) -> list[StageLag]:
-    """Per (stage, group): the largest partition's lag and the group's status, newest measurement."""
-    groups: dict[tuple[str, str], StageLag] = {}
-    for (stage, group, _, _), (at, sample) in samples.items():
-        lag = None if math.isnan(sample.lag_seconds) else float(sample.lag_seconds)
-        g = groups.setdefault((stage, group), StageLag(stage, group, None, sample.group_status, at))
-        if lag is not None and (g.lag_s is None or lag > g.lag_s):
-            g.lag_s = lag
-        if at >= g.measured_ms:
-            g.measured_ms, g.status = at, sample.group_status or sample.status
-    return sorted(groups.values(), key=lambda g: (g.stage != "router", g.stage, g.group))

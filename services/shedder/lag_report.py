@@ -16,9 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ballast.kafka.configuration import KafkaConfig
+from ballast.metrics.lag import NewestLag
 from ballast.metrics.records import LagSample, Metric
-
-STATUS_ORDER = ("", "OK", "WARN", "STALL", "STOP", "ERR")
 
 
 @dataclass(frozen=True)
@@ -65,50 +64,26 @@ class GroupReport:
         return out
 
 
-def newest_samples(metrics: Iterable[Metric]) -> dict[tuple[str, str, int], tuple[Metric, LagSample]]:
-    """The newest sample per (group, topic, partition), by its measuring time (the interval end)."""
-    newest: dict[tuple[str, str, int], tuple[Metric, LagSample]] = {}
-    for m in metrics:
-        body = m.body
-        if not isinstance(body, LagSample):
-            continue
-        key = (body.group, body.topic, body.partition)
-        if key not in newest or m.interval_end >= newest[key][0].interval_end:
-            newest[key] = (m, body)
-    return newest
-
-
 def group_reports(metrics: Iterable[Metric]) -> list[GroupReport]:
-    """One report per group, by stage (router first) and name; only a group's newest measurement counts
-    (a partition last sampled in an older cycle than the group's newest is left out)."""
-    by_group: dict[str, list[tuple[Metric, LagSample]]] = {}
-    for m, s in newest_samples(metrics).values():
-        by_group.setdefault(s.group, []).append((m, s))
-    reports = []
-    for group, found in by_group.items():
-        latest = max(m.interval_end for m, _ in found)
-        current = sorted(
-            ((m, s) for m, s in found if m.interval_end == latest), key=lambda x: (x[1].topic, x[1].partition)
+    """One report per group, by stage (router first) and name; only a group's newest cycle counts
+    (:mod:`ballast.metrics.lag` says why)."""
+    fold = NewestLag()
+    fold.add(metrics)
+    return [
+        GroupReport(
+            g.group,
+            g.stage,
+            g.status or "?",
+            g.lag_seconds,
+            sum(s.lag_records for s in g.samples),
+            sum(s.arrival_rate for s in g.samples),
+            sum(s.service_rate for s in g.samples),
+            g.samples,
+            g.measured_ms,
+            g.source,
         )
-        samples = tuple(s for _, s in current)
-        known = [s.lag_seconds for s in samples if not math.isnan(s.lag_seconds)]
-        status = max((s.group_status for s in samples), key=lambda x: STATUS_ORDER.index(x)
-                     if x in STATUS_ORDER else 0)  # fmt: skip
-        reports.append(
-            GroupReport(
-                group,
-                samples[0].stage,
-                status or "?",
-                max(known) if known else math.nan,
-                sum(s.lag_records for s in samples),
-                sum(s.arrival_rate for s in samples),
-                sum(s.service_rate for s in samples),
-                samples,
-                latest,
-                current[0][0].source,
-            )
-        )
-    return sorted(reports, key=lambda r: (r.stage != "router", r.stage, r.group))
+        for g in fold.groups()
+    ]
 
 
 def read_lag_metrics(kafka: KafkaConfig, topic: str, within_s: float, timeout: float = 30.0) -> list[Metric]:

@@ -49,6 +49,14 @@ def test_lag_per_stage_is_the_largest_partition_of_the_newest_samples_and_unknow
     assert s.stage_lag("reduce") is None
 
 
+def test_lag_per_stage_leaves_out_a_partition_the_newest_cycle_did_not_sample() -> None:
+    """A partition that left the shedder's measurement kept its old lag on screen: status showed
+    9 s while the router group's every partition measured now was at 1 s."""
+    fold = StatusFold()
+    fold.add([lag("router", 0, 9.0, 1000), lag("router", 1, 1.0, 2000)])
+    assert fold.status("p", 2).stage_lag("router") == 1.0
+
+
 def test_epoch_keep_and_the_jobs_newest_batch_come_through_and_draw() -> None:
     fold = StatusFold()
     for batch, at in ((1, 1000), (2, 3000), (0, 500)):
