@@ -20,7 +20,6 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import asdict
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +31,12 @@ from bench.reduce.backlog import keyed_events
 from bench.reduce.cpu import CpuSampler, jvm_threads
 from bench.reduce.params import INPUT_PARTITIONS, WAIT_S, Params, log
 from bench.reduce.sparklog import batches, progress_conf
+from spark_jobs.query_progress import iso_ms
 
 DURATIONS = ("triggerExecution", "addBatch", "queryPlanning", "latestOffset", "walCommit", "commitOffsets")
 STATE = ("allUpdatesTimeMs", "commitTimeMs")
 ROCKSDB = ("rocksdbCommitFileSyncLatencyMs", "rocksdbCommitCheckpointLatency", "rocksdbCommitFlushLatency")
 TOP_THREADS = 8
-
-
-def _ms(iso: str) -> float:
-    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000
 
 
 def _median(values: list[float]) -> float:
@@ -86,7 +82,7 @@ def run_calm(params: Params, kafka: KafkaConfig, workdir: Path) -> dict[str, Any
     finally:
         pipe.close()
     span_s = (to_ms - from_ms) / 1000
-    measured = [b for b in batches(progress_file).values() if from_ms <= _ms(b["timestamp"]) <= to_ms]
+    measured = [b for b in batches(progress_file).values() if from_ms <= iso_ms(b["timestamp"]) <= to_ms]
     ops = [b["stateOperators"][0] for b in measured if b.get("stateOperators")]
     cpu = sampler.between(from_ms, to_ms)
     threads = {k: round(v - threads_before.get(k, 0.0), 2) for k, v in threads_after.items()}

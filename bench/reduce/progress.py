@@ -8,13 +8,12 @@ figures compare the placements, so they read both as :class:`BatchProgress`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from ballast.metrics.records import Metric, ReduceProgress
+from spark_jobs.query_progress import as_dict, end_offsets, iso_ms, ran_batch
 
 
 @dataclass(frozen=True)
@@ -39,19 +38,12 @@ class BatchProgress:
 def of_spark(progress: Any, topic: str, partitions: int) -> BatchProgress | None:
     """A ``StreamingQueryProgress`` of the benchmark's own query; None for a trigger that ran no
     batch (no ``addBatch``: an idle trigger only asked for offsets)."""
-    d = json.loads(progress.json) if hasattr(progress, "json") else dict(progress)
-    durations = {k: int(v) for k, v in d.get("durationMs", {}).items()}
-    if "addBatch" not in durations:
+    d = as_dict(progress)
+    if not ran_batch(d):
         return None
-    ends = [-1] * partitions
-    for source in d.get("sources", ()):
-        raw = source.get("endOffset")
-        offsets = json.loads(raw) if isinstance(raw, str) else raw
-        for p, off in ((offsets or {}).get(topic) or {}).items():
-            if 0 <= int(p) < partitions:
-                ends[int(p)] = int(off)
-    start = int(datetime.fromisoformat(d["timestamp"].replace("Z", "+00:00")).timestamp() * 1000)
-    return BatchProgress(int(d["batchId"]), start, int(d.get("numInputRows", 0)), durations, ends)
+    durations = {k: int(v) for k, v in d["durationMs"].items()}
+    return BatchProgress(int(d["batchId"]), iso_ms(d["timestamp"]), int(d.get("numInputRows", 0)), durations,
+                         end_offsets(d, topic, partitions))
 
 
 def of_metric(metric: Metric, body: ReduceProgress) -> BatchProgress:

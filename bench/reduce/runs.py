@@ -37,6 +37,7 @@ from bench.reduce.params import ROOT, STATUS_S, WAIT_S, WORKERS, log
 from bench.reduce.progress import of_spark
 from bench.reduce.sparklog import batches as progress_batches
 from bench.reduce.sparklog import progress_conf
+from spark_jobs.query_progress import iso_ms
 
 CONTENDERS = {
     "ballast": "Ballast aggregate (hash only, RocksDB)",
@@ -113,16 +114,10 @@ def batch_row(p: dict[str, Any], topic: str) -> dict[str, Any]:
         "duration_ms": b.duration_ms,
         "durations": b.durations,
         "end_offsets": b.end_offsets,
-        "watermark_ms": _iso_ms(wm) if wm else 0,
-        "max_event_ms": _iso_ms(event_time["max"]) if event_time.get("max") else 0,
+        "watermark_ms": iso_ms(wm),
+        "max_event_ms": iso_ms(event_time.get("max")),
         "state": ops,
     }
-
-
-def _iso_ms(iso: str) -> int:
-    from datetime import datetime
-
-    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
 
 
 def output_ends(pipe: Pipeline) -> dict[int, int]:

@@ -13,7 +13,8 @@ from ballast.avro.codec import AvroCodec
 from ballast.kafka.clients import make_producer
 from ballast.metrics.records import ReduceProgress, metric_of
 from ballast.waiting import wait_until
-from spark_jobs.reduce.progress import as_dict, progress_metric, ran_batch
+from spark_jobs.query_progress import as_dict, ran_batch
+from spark_jobs.reduce.progress import progress_metric
 
 WRITTEN = (1_500, 300)  # records per partition
 CAP = 600  # max offsets per trigger
