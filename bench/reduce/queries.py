@@ -18,6 +18,7 @@ from ballast.metrics.records import ReduceProgress, WorkerStats
 from bench.reduce.batches import WorkerSample
 from bench.reduce.params import WORKERS, Params
 from bench.reduce.progress import BatchProgress, of_metric, of_spark
+from spark_jobs.query_progress import unseen_batches
 
 # with no-data batches, every slice is followed by a batch that only fires timers (see the docstring
 # of bench.reduce); the job takes Spark options through its --spark-conf setting
@@ -60,16 +61,22 @@ class BaselineQuery:
             checkpoint=checkpoint,
         )
         self.seen: dict[int, BatchProgress] = {}
+        self.last_batch = -1
 
     def check(self) -> None:
         if not self.query.isActive:
             raise RuntimeError(f"the query of {self.pipe.layout.prefix} stopped: {self.query.exception()}")
 
     def progress(self) -> dict[int, BatchProgress]:
-        for p in self.query.recentProgress:  # the last 1,000 (the session's setting): collected often
+        """Every batch seen so far. Polled every 0.2 s while draining, so the query's latest progress
+        is read, and its recent ones (the last 1,000, the session's setting) only when a batch may have
+        run unseen: handing all of them over on each poll cost the cores (a) runs on."""
+        query = self.query
+        for p in unseen_batches(self.last_batch, query.lastProgress, lambda: query.recentProgress):
             batch = of_spark(p, self.routed, WORKERS)
             if batch is not None:
                 self.seen[batch.id] = batch
+                self.last_batch = max(self.last_batch, batch.id)
         return self.seen
 
     def samples(self) -> list[WorkerSample]:
