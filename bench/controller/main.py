@@ -59,8 +59,8 @@ TRIGGERS = {
 }
 ACCEPT = ("swaps-fade", "bursts")  # the drifting workloads acceptance 5 is judged on
 # A bound beside the oracle, on the one workload where it can be computed (bench.controller.expected).
-EXPECTED = ("expected", "swaps",
-            "the exact mean of t+1 given t, drawn from the swaps' own generator: the best point forecast")
+EXPECTED, EXPECTED_ON = "expected", "swaps"
+EXPECTED_WHAT = "the exact mean of t+1 given t, drawn from the swaps' own generator: the best point forecast"
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     t0 = time.perf_counter()
                     guesser = (VARIANTS[policy][1]() if policy in VARIANTS
-                               else ExpectedNext(wl) if policy == EXPECTED[0] else None)
+                               else ExpectedNext(wl) if policy == EXPECTED else None)
                     run = run_loop(costs, home, wl.hash_raw, policy, config, guesser=guesser)
                     summary = run.summary(WARMUP)
                     runs.append({"workload": name, "trigger": trig, "policy": policy, "seed": seed,
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                    "workloads": {w: WORKLOADS[w][0] for w in workloads},
                    "variants": {v: VARIANTS[v][0] for v in variants},
                    "bounds": {"oracle": "interval t+1 itself",
-                              **({EXPECTED[0]: f"{EXPECTED[2]} (on {EXPECTED[1]} only)"}
+                              **({EXPECTED: f"{EXPECTED_WHAT} (on {EXPECTED_ON} only)"}
                                  if variants else {})},
                    "triggers": {t: {"what": TRIGGERS[t][0], **asdict(TRIGGERS[t][1])} for t in triggers}},
         "runtime_s": round(time.perf_counter() - started, 1),
@@ -174,7 +174,7 @@ def extra_policies(workload: str, trigger: str, variants: list[str]) -> list[str
     under the every-interval trigger, and only when the variants run)."""
     if trigger != "every" or not variants:
         return []
-    return [*variants, *([EXPECTED[0]] if workload == EXPECTED[1] else [])]
+    return [*variants, *([EXPECTED] if workload == EXPECTED_ON else [])]
 
 
 def aggregate(runs: list[dict], workloads: list[str], triggers: list[str], seeds: list[int]) -> list[dict]:
