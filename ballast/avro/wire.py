@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from ballast.avro.codec import default_store
 
@@ -156,19 +156,43 @@ def data_suffix(epoch: int, router_id: str, source_topic: str, source_partition:
     return zigzag(epoch) + avro_string(router_id) + avro_string(source_topic) + zigzag(source_partition)
 
 
-def covers_field(covers: Iterable[tuple[str, int]]) -> bytes:
-    """``EpochMarker.covers``: an Avro array (one block) of (topic, partition) records."""
+def covers_field(
+    covers: Iterable[tuple[str, int]], event_times: Mapping[tuple[str, int], int] | None = None
+) -> bytes:
+    """``EpochMarker.covers``: an Avro array (one block) of (topic, partition, event_time) records;
+    ``event_times`` gives a partition's highest event time read (absent: null, none read yet)."""
     items = sorted(covers)
     if not items:
         return b"\x00"
-    body = b"".join(avro_string(topic) + zigzag(partition) for topic, partition in items)
+    times = event_times or {}
+    parts = []
+    for topic, partition in items:
+        t = times.get((topic, partition))
+        parts.append(avro_string(topic) + zigzag(partition) + (b"\x00" if t is None else b"\x02" + zigzag(t)))
+    return zigzag(len(items)) + b"".join(parts) + b"\x00"
+
+
+def shed_field(spans: Iterable[tuple[str, int, int, float]] = ()) -> bytes:
+    """``EpochMarker.shed``: an Avro array (one block) of (topic, first, last, keep) spans."""
+    items = list(spans)
+    if not items:
+        return b"\x00"
+    body = b"".join(
+        avro_string(topic) + zigzag(first) + zigzag(last) + _DOUBLE.pack(keep) for topic, first, last, keep in items
+    )
     return zigzag(len(items)) + body + b"\x00"
 
 
 def epoch_marker(
-    epoch: int, router_id: str, worker: int, marker_time_ms: int, covers: bytes = b"\x00"
+    epoch: int,
+    router_id: str,
+    worker: int,
+    marker_time_ms: int,
+    covers: bytes = b"\x00",
+    shed: bytes = b"\x00",
 ) -> bytes:
-    """An EpochMarker envelope; ``covers`` is :func:`covers_field` (computed once per marker set)."""
+    """An EpochMarker envelope; ``covers`` is :func:`covers_field` (computed once per marker set),
+    ``shed`` is :func:`shed_field` (this routed partition's own)."""
     return (
         MARKER_PREFIX
         + zigzag(epoch)
@@ -176,4 +200,5 @@ def epoch_marker(
         + zigzag(worker)
         + zigzag(marker_time_ms)
         + covers
+        + shed
     )

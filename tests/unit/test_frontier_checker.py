@@ -76,7 +76,10 @@ def test_the_router_marker_encoding_decodes_with_the_schema_file():
     assert kind == "marker"
     assert body["epoch"] == 7 and body["worker"] == 3
     assert round(body["marker_time"].timestamp() * 1000) == 1234
-    assert body["covers"] == [{"topic": "in", "partition": 0}, {"topic": "in", "partition": 1}]
+    assert body["covers"] == [
+        {"topic": "in", "partition": 0, "event_time": None},
+        {"topic": "in", "partition": 1, "event_time": None},
+    ]
     assert decode(wire.epoch_marker(1, "r", 0, 0))[1]["covers"] == []
 
 

@@ -297,7 +297,7 @@ def test_records_of_the_previous_release_decode_with_the_new_fields_defaulted():
     value = old_codec.encode({"body": ("io.ballast.EpochMarker", marker)})
     assert AvroCodec("io.ballast.RoutedEnvelope").decode(value)["body"] == (
         "io.ballast.EpochMarker",
-        {**marker, "covers": []},
+        {**marker, "covers": [], "shed": []},
     )
 
 

@@ -51,9 +51,22 @@ def test_spliced_envelope_equals_fastavro(key, payload, et):
             "router_id": "r",
             "worker": 4,
             "marker_time": 77,
-            "covers": [{"topic": "a", "partition": 0}, {"topic": "in", "partition": 2}],
+            "covers": [
+                {"topic": "a", "partition": 0, "event_time": None},
+                {"topic": "in", "partition": 2, "event_time": None},
+            ],
+            "shed": [],
         },
     )
+    # version 4: each covered partition's event-time progress, and the spans shed for this partition
+    covers = wire.covers_field([("in", 2), ("a", 0)], {("in", 2): 1_767_225_600_123})
+    shed = wire.shed_field([("in", 1_000, 2_999, 0.25)])
+    body = ENV.decode(wire.epoch_marker(9, "r", 4, 77, covers, shed))["body"][1]
+    assert body["covers"] == [
+        {"topic": "a", "partition": 0, "event_time": None},
+        {"topic": "in", "partition": 2, "event_time": 1_767_225_600_123},
+    ]
+    assert body["shed"] == [{"topic": "in", "first": 1_000, "last": 2_999, "keep": 0.25}]
 
 
 def test_scan_rejects_truncated_and_trailing():
