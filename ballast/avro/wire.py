@@ -70,7 +70,14 @@ def read_long(buf: bytes, i: int) -> tuple[int, int]:
 
 
 def scan_input_body(v: bytes) -> bytes:
-    """Validate an InputEvent body (after the 10-byte header) and return the key bytes.
+    """Validate an InputEvent body (after the 10-byte header) and return the key bytes
+    (:func:`scan_input_event` says how)."""
+    return scan_input_event(v)[0]
+
+
+def scan_input_event(v: bytes) -> tuple[bytes, int]:
+    """Validate an InputEvent body (after the 10-byte header); return the key bytes and where the
+    event time's varint starts (it runs to the end: :func:`read_event_time`).
 
     Checks the structure exactly (lengths, no trailing bytes) without building Python objects for
     the payload; UTF-8 validity of the key is checked by the caller once per distinct key. The
@@ -125,7 +132,30 @@ def scan_input_body(v: bytes) -> bytes:
         if len(rest) == 10 and all(x & 0x80 for x in rest[:9]):
             raise BodyError("malformed", f"event_time does not fit a long (varint ends in {rest[9]:#04x})")
         raise BodyError("trailing-bytes", "bytes left after the record")
-    return key
+    return key, i
+
+
+def read_event_time(v: bytes, i: int) -> int:
+    """The zigzag varint from ``v[i]`` to the end (an event time :func:`scan_input_event` found)."""
+    z = shift = 0
+    for b in v[i:]:
+        z |= (b & 0x7F) << shift
+        shift += 7
+    return (z >> 1) ^ -(z & 1)
+
+
+def varint6_key(event_time_ms: int) -> int:
+    """The order key of an event time whose varint is 6 bytes (1970 + 199 days up to 2039): its
+    bytes as a little-endian int. Among 6-byte varints of non-negative times this order is the
+    times' order (the continuation bits are the same in all), so the router's hot path compares
+    and keeps maxima without decoding; -1 when the time's varint is not 6 bytes."""
+    z = zigzag(event_time_ms)
+    return int.from_bytes(z, "little") if len(z) == 6 and event_time_ms >= 0 else -1
+
+
+def from_varint6_key(key: int) -> int:
+    """The event time behind :func:`varint6_key`."""
+    return read_event_time(key.to_bytes(6, "little"), 0)
 
 
 # a varint of up to 9 bytes, or of 10 whose last byte holds the 64th bit only (zigzag of a long)
@@ -178,7 +208,8 @@ def shed_field(spans: Iterable[tuple[str, int, int, float]] = ()) -> bytes:
     if not items:
         return b"\x00"
     body = b"".join(
-        avro_string(topic) + zigzag(first) + zigzag(last) + _DOUBLE.pack(keep) for topic, first, last, keep in items
+        avro_string(topic) + zigzag(first) + zigzag(last) + _DOUBLE.pack(keep)
+        for topic, first, last, keep in items
     )
     return zigzag(len(items)) + body + b"\x00"
 

@@ -98,7 +98,8 @@ class Checkpoint:
       their starts;
     * ``on_rewind()``: the open transaction was dropped (or a partition lost without one): what it
       held that the service owes again (markers, statistics) must be re-queued;
-    * ``before_commit()``: the interval's last writes, inside its transaction.
+    * ``before_commit()``: the interval's last writes, inside its transaction;
+    * ``after_commit()``: the interval is durable (what a later rewind goes back to).
     """
 
     def __init__(
@@ -113,6 +114,7 @@ class Checkpoint:
         on_assigned: Callable[[list[TopicPartition]], None] | None = None,
         on_rewind: Callable[[], None] | None = None,
         before_commit: Callable[[], None] | None = None,
+        after_commit: Callable[[], None] | None = None,
         deliveries: DeliveryTracker | None = None,
         name: str = "checkpoint",
         commit_timeout_s: float = 60.0,
@@ -137,6 +139,7 @@ class Checkpoint:
         self._on_assigned: Callable[[list[TopicPartition]], None] = on_assigned or _nothing
         self._on_rewind: Callable[[], None] = on_rewind or _nothing
         self._before_commit: Callable[[], None] = before_commit or _nothing
+        self._after_commit: Callable[[], None] = after_commit or _nothing
         # failures reported by the producer's delivery callback (at-least-once only)
         self._deliveries = deliveries or DeliveryTracker()
         self._name = name
@@ -210,6 +213,7 @@ class Checkpoint:
         self.in_txn = False
         self.opened = 0.0
         self.metrics.committed(transaction=True)
+        self._after_commit()
 
     def _flush_and_commit(self) -> None:
         self._before_commit()
@@ -227,6 +231,7 @@ class Checkpoint:
                 # e.g. a rebalance fenced this generation: the new owner replays (at least once)
                 log.warning("%s: offset commit failed: %s", self._name, exc)
         self.metrics.committed(transaction=False)
+        self._after_commit()
 
     def abort_and_rewind(self) -> None:
         """Drop the open transaction and go back to the committed offsets (earliest when none)."""

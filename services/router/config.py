@@ -71,6 +71,20 @@ class RouterSettings(Settings):
         "also commit as soon as a poll finds no input: under light load records wait for no timer "
         "(a transaction per burst; more commits when input trickles)",
     )
+    max_future_ms: int = setting(
+        10_000,
+        "a record whose event time is further ahead of this router's clock is dead-lettered "
+        "(reason future): one producer's bad clock must not move the reduce's event time "
+        "(docs/router.md, 'Event time'); 0: no bound",
+        minimum=0,
+    )
+    progress_interval_ms: int = setting(
+        1_000,
+        "at most this often (at a commit), a marker set tells every routed partition how far each "
+        "owned input partition has come in event time; records shed are reported at every commit "
+        "(0: at every commit)",
+        minimum=0,
+    )
     stats_interval_s: float = setting(10.0, "key statistics publish interval (seconds)")
     heavy_hitter_capacity: int = setting(10_000, "sketch counters m (error <= N/(m+1))")
     heavy_hitters_top: int = setting(

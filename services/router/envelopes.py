@@ -19,10 +19,11 @@ from typing import Any
 from confluent_kafka import Message, Producer
 
 from ballast.avro.codec import AvroCodec
-from ballast.avro.wire import covers_field, data_suffix, epoch_marker, zigzag
+from ballast.avro.wire import covers_field, data_suffix, epoch_marker, shed_field, zigzag
 from ballast.kafka.configuration import LIBRDKAFKA_MESSAGE_MAX_BYTES
 from ballast.kafka.dead_letters import DLQ_HEADERS
 from ballast.kafka.topics import TopicLayout
+from services.router.progress import EventProgress
 
 DETAIL_MAX_BYTES = 1000
 
@@ -107,18 +108,29 @@ class EnvelopeWriter:
         """
         self.markers_due = True
 
-    def write_markers(self, now_ms: int, covers: Iterable[tuple[str, int]]) -> int:
+    def write_markers(
+        self, now_ms: int, covers: Iterable[tuple[str, int]], progress: EventProgress | None = None
+    ) -> int:
         """The current epoch's marker, covering ``covers`` (the input partitions this router owns),
-        in **every** routed partition; returns how many were written (0: nothing owned)."""
+        in **every** routed partition; returns how many were written (0: nothing owned).
+
+        With ``progress``, each marker also says how far each covered partition has come in event
+        time, and the spans shed for its routed partition since the last marker there (taken from
+        ``progress``): every marker does, so the spans of records routed under an epoch precede
+        the next epoch's marker (a worker ships a moved key's state with what it knows was shed)."""
         self.markers_due = False
-        owned = list(covers)
+        owned = sorted(covers)
         if not owned:
             return 0  # speaks for no input partition: says nothing
         rid = self.router_id
         topic = self.routed_topic
-        field = covers_field(owned)
+        said = progress.event_times(owned) if progress is not None else {}
+        field = covers_field(owned, said)
         for w in range(self.routed_partitions):
-            self.produce(topic, epoch_marker(self.epoch, rid, w, now_ms, field), partition=w)
+            shed = shed_field(progress.spans_for(w)) if progress is not None else b"\x00"
+            self.produce(topic, epoch_marker(self.epoch, rid, w, now_ms, field, shed), partition=w)
+        if progress is not None:
+            progress.written(said)
         return self.routed_partitions
 
     # --- dead letters and statistics --------------------------------------------------------------

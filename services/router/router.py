@@ -37,7 +37,18 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
-from ballast.avro.wire import DATA_PREFIX, INPUT_HEADER, LOW14, BodyError, scan_input_body, uvarint, zigzag
+from ballast.avro.wire import (
+    DATA_PREFIX,
+    INPUT_HEADER,
+    LOW14,
+    BodyError,
+    from_varint6_key,
+    read_event_time,
+    scan_input_event,
+    uvarint,
+    varint6_key,
+    zigzag,
+)
 from ballast.control.genesis import check_router
 from ballast.control.log import ControlLogReader
 from ballast.control.state import ControlState, initial_state
@@ -55,6 +66,7 @@ from services.router.epochs import committed_epoch, epoch_metadata
 from services.router.errors import RouterError
 from services.router.input_formats import RECORD_ERRORS, InputError, InputParser
 from services.router.metrics import RouterMetrics, RouterTotals, now_ms
+from services.router.progress import EventProgress
 from services.router.routes import RouteCache
 
 __all__ = ["DLQ_HEADERS", "Router", "RouterError", "RouterTotals"]
@@ -100,6 +112,7 @@ class Router:
         # the hot path takes only Avro values whose envelope surely fits; larger ones are measured
         self._fast_max = splice_bound(self.max_record_bytes, rid)
         self.envelopes = EnvelopeWriter(producer, layout, rid, routed_partitions, max_bytes=writable)
+        self.progress = EventProgress(settings.progress_interval_ms / 1000)
         self.checkpoint = Checkpoint(
             consumer,
             producer,
@@ -109,7 +122,8 @@ class Router:
             commit_metadata=self._commit_metadata,
             on_assigned=self._assigned,
             on_rewind=self._rewound,
-            before_commit=self._write_stats,
+            before_commit=self._before_commit,
+            after_commit=self.progress.committed,
             deliveries=deliveries,
             name=f"router {rid}",
             commit_timeout_s=settings.commit_timeout_ms / 1000,
@@ -372,8 +386,10 @@ class Router:
 
     def _rewound(self) -> None:
         """After an abort the consumer is back at the committed offsets and the transaction took
-        the last marker (and maybe the statistics record) with it: owe both again."""
+        the last marker (and maybe the statistics record) with it: owe both again. The event-time
+        progress goes back to what the last committed interval said (its records are read again)."""
         self.envelopes.queue_markers()
+        self.progress.rewind()
         self._next_stats = 0.0
 
     def _commit_metadata(self) -> str:
@@ -384,6 +400,7 @@ class Router:
         """New partitions: their previous owners' committed epochs must be reached before they are
         routed, and a marker covering them is owed before their first record."""
         self.required_epoch = max(self.required_epoch, committed_epoch(committed))
+        self.progress.forget((tp.topic, tp.partition) for tp in committed)  # read again from here
         self.envelopes.queue_markers()
 
     def _begin(self) -> None:
@@ -399,7 +416,7 @@ class Router:
             cp.commit()
         cp.begin()
         if env.markers_due:
-            self.metrics.markers_written(env.write_markers(now_ms(), cp.assigned))
+            self.metrics.markers_written(env.write_markers(now_ms(), cp.assigned, self.progress))
 
     def _route_batch(self, msgs: list[Message]) -> None:
         """The hot path: everything per record is inlined locals; counters are reported per batch."""
@@ -434,6 +451,17 @@ class Router:
         low14 = LOW14
         last_hi, last_hi_bytes = -1, b""
         keep_of: dict[str, float] = {}
+        # event time: the highest per input partition (order keys of 6-byte varints, see
+        # services.router.progress), and records further ahead of this router's clock than
+        # --max-future-ms refused (one bad clock must not move the reduce's event time)
+        progress = self.progress
+        hi6 = progress.key6
+        h6get = hi6.get
+        max_future = self.settings.max_future_ms
+        future_ms = now_ms() + max_future if max_future > 0 else 1 << 62
+        future6 = varint6_key(future_ms)
+        if future6 < 0:
+            future6 = 1 << 62
         for m in msgs:
             if m.error() is not None:
                 errors += 1
@@ -461,17 +489,20 @@ class Router:
             v = m.value()
             if fast and v is not None and v.startswith(hdr) and len(v) <= fast_max:
                 try:
-                    key = scan_input_body(v)
+                    key, ti = scan_input_event(v)
                 except Exception as exc:  # BodyError; anything else is a malformed record too
                     self._dead_letter(m, exc, dead_reasons)
                     continue
                 body = v[10:]
+                ev = v
             else:
                 try:
                     key, body = self.parser.parse(v, m.key(), m.timestamp()[1])
                 except Exception as exc:  # RECORD_ERRORS; anything else is a malformed record too
                     self._dead_letter(m, exc, dead_reasons)
                     continue
+                ev = hdr + body
+                ti = scan_input_event(ev)[1]
                 # not the hot path: measure exactly what will be produced (envelope + Kafka key)
                 sfx = sget(tp) or env.suffix(t, sp)
                 size = len(pre) + len(body) + len(sfx) + len(zigzag(off)) + len(key)
@@ -479,6 +510,21 @@ class Router:
                     exc = InputError("oversize", f"envelope + key {size} bytes > max {max_bytes}")
                     self._dead_letter(m, exc, dead_reasons)
                     continue
+            # the event time: a 6-byte varint of a non-negative time is compared undecoded
+            if len(ev) - ti == 6 and not ev[ti] & 1:
+                k6 = int.from_bytes(ev[ti:], "little")
+                if k6 > future6:
+                    self._future(m, from_varint6_key(k6), future_ms, dead_reasons)
+                    continue
+                if k6 > h6get(tp, -1):
+                    hi6[tp] = k6
+            else:
+                k6 = -1
+                et = read_event_time(ev, ti)
+                if et > future_ms:
+                    self._future(m, et, future_ms, dead_reasons)
+                    continue
+                progress.saw(tp, et)
             p = rget(key)
             if p is None:
                 try:
@@ -501,6 +547,7 @@ class Router:
                         i = 0
                     if us[i] >= keep:
                         shed += 1
+                        progress.shed(p, t, from_varint6_key(k6) if k6 >= 0 else et, keep)
                         continue
             sfx = sget(tp)
             if sfx is None:
@@ -527,6 +574,16 @@ class Router:
             wc, wb, keys, offered, shed, refetched, dead_reasons, time.perf_counter() - t0,
             self.state.epoch, resets,
         )  # fmt: skip
+
+    def _future(self, m: Message, event_ms: int, limit_ms: int, reasons: dict[str, int]) -> None:
+        """A record whose event time is further ahead of this router's clock than --max-future-ms:
+        dead-lettered (``future``), so it moves no partition's event time (docs/router.md)."""
+        ahead = event_ms - (limit_ms - self.settings.max_future_ms)
+        detail = (
+            f"event_time {event_ms} is {ahead} ms ahead of router {self.settings.router_id}'s clock "
+            f"(more than --max-future-ms {self.settings.max_future_ms})"
+        )
+        self._dead_letter(m, InputError("future", detail), reasons)
 
     def _consumer_error(self, m: Message) -> None:
         err = m.error()
@@ -569,6 +626,15 @@ class Router:
             return
         self._stats_due = True
         self._begin()  # make sure an interval is open, so a commit comes
+
+    def _before_commit(self) -> None:
+        """The interval's last writes: a progress marker set when one is owed (event time advanced
+        and the progress interval passed, or records were shed), then the statistics record."""
+        cp = self.checkpoint
+        if cp.assigned and self.progress.due(cp.assigned):
+            self.metrics.markers_written(self.envelopes.write_markers(now_ms(), cp.assigned, self.progress))
+        self.progress.closing()
+        self._write_stats()
 
     def _write_stats(self) -> None:
         if self._stats_due:
