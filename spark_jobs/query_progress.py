@@ -15,6 +15,19 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+WATERMARKS = "watermarks"  # the reduce's observed metric: each worker's watermark in the batch
+
+
+def worker_watermarks(progress: dict[str, Any]) -> dict[int, int]:
+    """Per worker that ran in the batch, its watermark (the reduce observes them; Spark's own
+    ``eventTime.watermark`` says nothing, the query declares none)."""
+    observed = (progress.get("observedMetrics") or {}).get(WATERMARKS) or {}
+    out: dict[int, int] = {}
+    for item in observed.get("workers") or ():
+        if isinstance(item, dict) and item.get("worker") is not None and item.get("ms") is not None:
+            out[int(item["worker"])] = int(item["ms"])
+    return out
+
 
 def iso_ms(iso: str | None) -> int:
     """Spark's ISO-8601 instant (``2026-11-25T01:02:03.456Z``) in epoch milliseconds; 0 for none."""

@@ -17,6 +17,9 @@ The engine (``spark_jobs.reduce``) owns three columns of every row, besides the 
 * ``revision``: how many times the row was emitted, minus one (-1: never). A row emitted again
   (a late record counted, a state merged after a move) is a *correction*: same window, same
   Kafka key, revision one higher; a reader that keeps the latest row per key keeps the last one.
+* ``shed_keep``: the lowest keep-probability under which records of the row may have been shed
+  without being seen, as the workers its state passed through knew it (shed spans a router
+  reported, or a per-key state's history of settings): a row is exact only if it is 1;
 * the sampling terms (:data:`~spark_jobs.processors.sampling.SAMPLING_COLUMNS`): sums over the
   row's records that were kept by load shedding with a probability below 1, from which each result
   states its Horvitz–Thompson estimates and their error (zero, and not even stored, while nothing
@@ -46,6 +49,9 @@ ENGINE_COLUMNS: dict[str, Column] = {
     "excluded": Column("i8", "sum", fill=0),
     "dirty": Column("i1", "or", fill=1),
     "revision": Column("i4", "max", fill=-1),
+    # the lowest keep-probability under which records of this row may have been shed unseen, as
+    # known where the row's state was before (it travels in state chunks); 1.0: none
+    "shed_keep": Column("f8", "min", fill=1.0, since=2),
     **SAMPLING_COLUMNS,
 }
 NEVER = np.iinfo(np.int64).max  # a due time that never comes
@@ -69,6 +75,7 @@ class Results:
     values: list[tuple[float, ...]] | None = None
     run: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     terms: SamplingTerms | None = None
+    shed_keep: np.ndarray | None = None  # the rows' ``shed_keep`` column (None: all 1.0)
 
     def __len__(self) -> int:
         return int(self.key.size)
@@ -103,7 +110,14 @@ class Results:
         terms = None
         if any(p.terms is not None for p in parts):
             terms = SamplingTerms.concat([p.sampling() for p in parts])
-        return Results(**joined, values=values, terms=terms)
+        shed_keep = None
+        if any(p.shed_keep is not None for p in parts):
+            shed_keep = np.concatenate([p.carried_keep() for p in parts])
+        return Results(**joined, values=values, terms=terms, shed_keep=shed_keep)
+
+    def carried_keep(self) -> np.ndarray:
+        """The rows' ``shed_keep`` (ones when none was attached)."""
+        return self.shed_keep if self.shed_keep is not None else np.ones(len(self), dtype=np.float64)
 
     @staticmethod
     def empty() -> Results:
@@ -220,6 +234,9 @@ class BatchProcessor(abc.ABC):
         results = self.results(emitted)
         if emitted.columns["sampled"].any():
             results.terms = SamplingTerms.of_rows(emitted)
+        carried = emitted.columns["shed_keep"]
+        if (carried < 1.0).any():
+            results.shed_keep = np.asarray(carried, dtype=np.float64)
         return results, rows
 
     def exclude(self, rows: Table, key: np.ndarray, run: np.ndarray, window: np.ndarray) -> Table:
@@ -295,6 +312,12 @@ class PerKeyAdapter(BatchProcessor):
             (str(k), int(r)): int(v)
             for k, r, v in zip(old.key, old.run, old.columns["revision"], strict=True)
         }
+        carried: dict[tuple[str, int], float] = {}  # shed_keep survives folding, merging, emitting
+        shed = old.columns["shed_keep"].tolist()
+        for k, r, v in zip(old.key.tolist(), old.run.tolist(), shed, strict=True):
+            if v < 1.0:
+                ident = (str(k), int(r))
+                carried[ident] = min(v, carried.get(ident, 1.0))
         items = [(k, r, s) for (k, r), s in states.items() if not p.is_empty(s)]
         n = len(items)
         key = np.empty(n, dtype=object)
@@ -311,6 +334,7 @@ class PerKeyAdapter(BatchProcessor):
             next_due=np.array([NEVER if d is None else int(d) for d in nxt], dtype=np.int64),
             dirty=np.array([1 if (k, r) in dirty else 0 for k, r, _ in items], dtype=np.int8),
             revision=np.array([revision.get((k, r), -1) for k, r, _ in items], dtype=np.int32),
+            shed_keep=np.array([carried.get((k, r), 1.0) for k, r, _ in items], dtype=np.float64),
         )
 
     def fold(
@@ -362,12 +386,18 @@ class PerKeyAdapter(BatchProcessor):
         states = self._states(rows)
         out: list[WindowResult] = []
         runs: list[int] = []
+        carried: list[float] = []
+        kept = rows.columns["shed_keep"]
         for i in np.flatnonzero(due).tolist():
             ident = (str(rows.key[i]), int(rows.run[i]))
             results, states[ident] = self.processor.emit(ident[0], states[ident], watermark_ms)
             out += results
             runs += [ident[1]] * len(results)
-        return results_of(out, runs), self._table(states, set(), rows)
+            carried += [float(kept[i])] * len(results)
+        emitted = results_of(out, runs)
+        if any(k < 1.0 for k in carried):
+            emitted.shed_keep = np.array(carried, dtype=np.float64)
+        return emitted, self._table(states, set(), rows)
 
     def results(self, rows: Table) -> Results:  # pragma: no cover - emit() above does it per key
         raise NotImplementedError

@@ -51,23 +51,28 @@ class ReduceSettings(Settings):
         "Spark checkpoint folder (offsets, commits and the RocksDB state); reuse it to resume (none: "
         "<state-dir>/reduce/<job id>/checkpoint)",
     )
-    watermark_delay: str = setting("10 seconds", "event-time watermark delay (a Spark interval)")
+    watermark_delay: str = setting(
+        "10 seconds",
+        "how far each worker's watermark trails the slowest input partition's event-time progress "
+        "(a Spark interval): a record more than this behind what its own partition had shown is late",
+    )
+    idle_timeout: str = setting(
+        "60 seconds",
+        "an input partition whose event-time progress has not advanced for this long (in routed-log "
+        "time) is left out of the watermark, so a silent partition does not hold results forever; a "
+        "router stalled longer than this finds its records late when it resumes (a Spark interval; "
+        "0 seconds: never)",
+    )
     correction_horizon: str = setting(
         "",
         "how long a window is kept after it was emitted, so a late record can still be counted in a "
         "correction (a Spark interval; none: the watermark delay)",
     )
     max_future: str = setting(
-        "1 hour",
-        "records further ahead of processing time are refused (dead-lettered as future) and do not "
-        "move the watermark (a Spark interval; 0 seconds: no bound)",
-    )
-    exact_margin: str = setting(
         "10 seconds",
-        "a window row is exact only if no keep-probability below 1 was in force from this long "
-        "before its start (by the control log's record times) to the log's end: it covers producer "
-        "clock skew and routers' lag behind the control log; larger only makes more rows non-exact "
-        "(a Spark interval)",
+        "records of routers older than event-time progress in markers that are further ahead of "
+        "their routed timestamp are refused (dead-lettered as future) and do not move the watermark; "
+        "routers of this version refuse such records themselves (a Spark interval; 0 seconds: no bound)",
     )
     spark_log: Path = setting(
         Path(""),
@@ -99,7 +104,7 @@ class ReduceSettings(Settings):
         self.spark_options()  # a malformed pair fails at parse time, before Spark starts
         from spark_jobs.processors.spec import from_spec  # numpy only: no Spark starts
 
-        checks = [(n, interval_ms) for n in ("watermark_delay", "max_future", "exact_margin", "trigger")]
+        checks = [(n, interval_ms) for n in ("watermark_delay", "idle_timeout", "max_future", "trigger")]
         if self.correction_horizon:
             checks.append(("correction_horizon", interval_ms))
         checks.append(("processor", from_spec))  # a bad processor is one line before any broker is asked
@@ -128,8 +133,11 @@ class ReduceSettings(Settings):
     def max_future_ms(self) -> int:
         return interval_ms(self.max_future)
 
-    def exact_margin_ms(self) -> int:
-        return interval_ms(self.exact_margin)
+    def watermark_delay_ms(self) -> int:
+        return interval_ms(self.watermark_delay)
+
+    def idle_timeout_ms(self) -> int:
+        return interval_ms(self.idle_timeout)
 
     def spark_options(self) -> dict[str, str]:
         """``spark_conf`` as Spark options (a key given twice: the last value)."""

@@ -75,8 +75,10 @@ import pandas as pd
 from spark_jobs.processors.batch import NEVER, BatchProcessor, Results
 from spark_jobs.processors.sampling import record_terms
 from spark_jobs.processors.table import Table
+from spark_jobs.reduce.event_time import EventClock
 from spark_jobs.reduce.frontier import InputFrontier
 from spark_jobs.reduce.ownership import OwnershipView
+from spark_jobs.reduce.shed_spans import ShedSpans
 from spark_jobs.reduce.store import HeldRecords, StateStore
 
 DATA, MARKER, CHUNK, CONTROL, BAD = 0, 1, 2, 3, -1
@@ -95,10 +97,11 @@ class WorkerConfig:
     heavy_keys: int = 5
     record_cost_s: float = 0.0  # simulated work per record, paid where the key's state lives (benchmarks)
     horizon_ms: int = 0  # emitted windows are kept this long past their end for corrections
-    max_future_ms: int = 0  # records further ahead of processing time are refused (0: no bound)
-    # how far before its start a window's records may have been routed, by the control log's clock
-    # (producer clock skew + a router's lag behind the log): see WorkerStep._opaque_terms
-    exact_margin_ms: int = 10_000
+    watermark_delay_ms: int = 0  # the watermark trails the slowest input partition's progress by this
+    idle_timeout_ms: int = 0  # a partition silent this long (routed-log time) is left out (0: never)
+    # a legacy router's record further ahead of its routed timestamp is refused (0: no bound); the
+    # routers of this version refuse such records themselves (``future`` dead letters)
+    max_future_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,9 @@ def new_meta() -> dict[str, Any]:
         "closed": [],  # rehash epochs every sender has announced done
         "owed_done": [],  # rehash epochs whose "shipment done" this worker still owes
         "steps": 0,
+        "watermark": 0,  # this worker's event time (spark_jobs.reduce.event_time)
+        "event": {},  # the EventClock's state: routed-log time, progress per input partition
+        "shed": [],  # shed spans reported to this worker (spark_jobs.reduce.shed_spans)
     }
 
 
@@ -170,6 +176,8 @@ class WorkerStep:
         inputs = sorted(set(config.input_partitions) | set(self.meta["inputs"]) | set(extra_inputs))
         self.meta["inputs"] = [p for p in inputs if p not in config.input_partitions]
         self.frontier = InputFrontier(inputs, self.meta["seen"])
+        self.clock = EventClock(inputs, self.meta["event"], config.watermark_delay_ms, config.idle_timeout_ms)
+        self.spans = ShedSpans(self.meta["shed"])
         # the job's input topics: a record that does not name its own is from the only one (if one)
         self.topics = tuple(sorted({pid.rsplit(":", 1)[0] for pid in inputs}))
         self._topic = self.topics[0] if len(self.topics) == 1 else ""
@@ -270,11 +278,14 @@ class WorkerStep:
 
     # --- the step -----------------------------------------------------------------------------------
 
-    def run(self, rows: pd.DataFrame | None, watermark_ms: int, now_ms: int | None = None) -> StepResult:
-        """Process ``rows`` (may be None: a timer), then emit every row the watermark closed."""
+    def run(self, rows: pd.DataFrame | None, now_ms: int | None = None) -> StepResult:
+        """Process ``rows`` (None: nothing new), then emit every row the watermark closed.
+
+        Records are judged late against the watermark the batch began with (what the worker knew
+        before them); the markers it reads may raise it, and emission uses the raised one."""
         started = time.perf_counter()
         self.now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
-        self.watermark = int(watermark_ms)
+        self.watermark = int(self.meta["watermark"])
         if rows is not None and len(rows):
             control = rows["kind"].to_numpy() == CONTROL
             if control.any():
@@ -283,11 +294,17 @@ class WorkerStep:
                 rows = rows[~control]
         if rows is not None and len(rows):
             rows = rows.sort_values("offset", kind="stable").reset_index(drop=True)
+            self.clock.saw_log_time(int(rows["timestamp"].to_numpy().max()))
             self._consume(rows)
+        self.watermark = self.clock.watermark(self.watermark)
         self._settle_owed_done()
         self._emit_due()
+        self._forget_old_spans()  # after emission: a window the watermark just passed uses them
         self._flush()
         meta = self.meta
+        meta["watermark"] = self.watermark
+        meta["event"] = self.clock.state()
+        meta["shed"] = self.spans.saved()
         meta["seen"] = self.frontier.seen
         meta["steps"] = int(meta["steps"]) + 1
         dues = [d for b in meta["buckets"].values() for d in (b[0], b[1]) if d < NEVER]
@@ -386,13 +403,10 @@ class WorkerStep:
         raw = block["raw"].to_numpy() if "raw" in block else np.full(len(block), None)
         keep = self._keep(block, epochs)
         ok = np.ones(keys.size, dtype=bool)
-        if c.max_future_ms > 0:
-            future = t > self.now_ms + c.max_future_ms
-            for i in np.flatnonzero(future).tolist():
-                self._dead(int(offsets[i]), raw[i], "future",
-                           f"event_time {int(t[i])} is more than {c.max_future_ms} ms after processing "
-                           f"time {self.now_ms}")  # fmt: skip
-            ok &= ~future
+        if "legacy" in block:
+            legacy = block["legacy"].to_numpy(dtype=bool)
+            if legacy.any():
+                ok &= ~self._legacy_records(block, legacy, t, stamps, offsets, raw)
         owner, run = self.view.owners(keys, epochs)
         misrouted = ok & (owner != self.me)
         for i in np.flatnonzero(misrouted).tolist():
@@ -435,6 +449,29 @@ class WorkerStep:
             self._counts["held"] += held_count
             for key, r in zip(keys[~complete].tolist(), run[~complete].tolist(), strict=True):
                 self._pending(str(key), int(r))["held"] += 1  # type: ignore[index]
+
+    def _legacy_records(
+        self, block: pd.DataFrame, legacy: np.ndarray, t: np.ndarray, stamps: np.ndarray, offsets: np.ndarray,
+        raw: np.ndarray,
+    ) -> np.ndarray:  # fmt: skip
+        """Records of routers older than event-time progress in markers: their event times move
+        their input partition's progress here (clamped to the routed timestamp plus
+        ``max_future_ms``), and those further ahead than that are refused as ``future`` (this
+        version's routers refuse them before routing). Returns the refused ones."""
+        mf = int(self.config.max_future_ms)
+        future = legacy & (t > stamps + mf) if mf > 0 else np.zeros(t.size, dtype=bool)
+        for i in np.flatnonzero(future).tolist():
+            self._dead(int(offsets[i]), raw[i], "future",
+                       f"event_time {int(t[i])} is more than {mf} ms after the record was routed "
+                       f"({int(stamps[i])})")  # fmt: skip
+        if "source_partition" in block:
+            topics = block["source_topic"].to_numpy(dtype=object) if "source_topic" in block else None
+            parts = block["source_partition"].to_numpy()
+            clamped = np.minimum(t, stamps + mf) if mf > 0 else t
+            for i in np.flatnonzero(legacy & ~future).tolist():
+                topic = topics[i] if topics is not None and isinstance(topics[i], str) else self._topic
+                self.clock.announce_legacy(f"{topic}:{int(parts[i])}", int(clamped[i]), int(stamps[i]))
+        return future
 
     def _keep(self, block: pd.DataFrame, epochs: np.ndarray) -> np.ndarray:
         """Per record: the probability its router kept it with (all 1.0 while the log never shed).
@@ -593,11 +630,78 @@ class WorkerStep:
             if pid not in self.frontier._known:  # a new input partition: it joins the frontier
                 self.frontier = InputFrontier([*self.frontier.partitions, pid], self.frontier.seen)
                 self.meta["inputs"] = sorted({*self.meta["inputs"], pid} - set(self.config.input_partitions))
+            self.clock.join(pid)
+        self._progress(r, covers)
+        # shed spans first: rows shipped below carry what they say
+        for span in _listed(r.get("shed")):
+            if span["topic"] in self.topics:
+                self._shed(int(span["first"]), int(span["last"]), float(span["keep"]))
         after = self.frontier.observe(int(r["epoch"]), covers)
         shipped = int(self.meta["shipped"])
         for epoch in range(shipped + 1, after + 1):
             self._ship_epoch(epoch)
             self.meta["shipped"] = epoch
+
+    def _progress(self, r: pd.Series, covers: list[str]) -> None:
+        """The marker's event-time progress of each input partition it covers (a legacy router's
+        marker carries none: its partitions follow their records, see EventClock)."""
+        stamp = int(r["timestamp"])
+        if bool(r.get("legacy") or False):
+            for pid in covers:
+                self.clock.mark_legacy(pid)
+            return
+        times = _listed(r.get("cover_times"))
+        for pid, event_ms in zip(covers, times, strict=False):
+            self.clock.announce(pid, -1 if event_ms is None else int(event_ms), stamp)
+
+    def _shed(self, first: int, last: int, keep: float) -> None:
+        """A router shed records that would have come here with event times in [first, last]: no
+        window overlapping that is exact. Rows already emitted as exact are written again (a
+        correction that says so); later rows learn it at emission (``_opaque_terms``)."""
+        p = self.processor
+        if not p.windowed:
+            return  # a per-key processor's windows are its own: its rows follow the settings' history
+        self.spans.add(first, last, keep)
+        size = p.windows.size_ms
+        for b in list(self.meta["buckets"]):
+            start = int(b)
+            if start > last or start + size <= first:
+                continue
+            table = self._bucket(start)
+            carried = table.columns["shed_keep"]
+            fresh = carried >= 1.0
+            reopen = fresh & (table.columns["revision"] >= 0) & (table.columns["sampled"] == 0)
+            table.columns["shed_keep"] = np.minimum(carried, keep)
+            if reopen.any():
+                dirty = table.columns["dirty"].copy()
+                dirty[reopen] = 1
+                table.columns["dirty"] = dirty
+            self._dirty.add(start)
+
+    def _forget_old_spans(self) -> None:
+        p = self.processor
+        if self.spans and p.windowed:
+            self.spans.prune(self.watermark - p.windows.size_ms - int(self.config.horizon_ms))
+
+    def _carry_shed(self, rows: Table) -> Table:
+        """``rows``, about to leave in a chunk, with what this worker knows was shed from them in
+        ``shed_keep``: the spans overlapping their windows, or, for a per-key state, the lowest
+        setting in force over its run here (the receiver's run starts later)."""
+        if not len(rows):
+            return rows
+        p = self.processor
+        if p.windowed:
+            if not self.spans:
+                return rows
+            low = self.spans.lowest_keep(rows.window, p.window_end(rows))
+        else:
+            if not self.view.sheds:
+                return rows
+            latest = min(self.log_epoch(), self.view.epoch)
+            lows = {r: self.view.lowest_keep(self.topics, r, latest) for r in np.unique(rows.run).tolist()}
+            low = np.array([lows[r] for r in rows.run.tolist()], dtype=np.float64)
+        rows.columns["shed_keep"] = np.minimum(rows.columns["shed_keep"], low)
+        return rows
 
     def _ship_epoch(self, epoch: int) -> None:
         """Ship everything ``epoch`` moves away from this worker."""
@@ -651,7 +755,7 @@ class WorkerStep:
         return everything.take(np.flatnonzero(mine))
 
     def _send(self, key: str, epoch: int, to: int, rows: Table) -> None:
-        blob = rows.to_bytes()
+        blob = self._carry_shed(rows).to_bytes()
         size = self.config.chunk_bytes
         pieces = [blob[i : i + size] for i in range(0, len(blob), size)] or [b""]
         for index, piece in enumerate(pieces):
@@ -851,50 +955,40 @@ class WorkerStep:
 
     def _opaque_terms(self, results: Results) -> None:
         """Rows whose own records cannot show what was shed from them get no estimate: they say
-        so (``opaque_keep``, the lowest keep-probability below 1 in force for the job's topics)
-        instead of claiming to be exact.
-
-        A per-key processor's windows are its own: any of its rows built while a setting below 1
-        was in force at some epoch of the key's run (from its start to the log's end as this
-        batch read it).
+        so (``opaque_keep``: the lowest keep-probability they may have lost records under) instead
+        of claiming to be exact.
 
         A windowed row with no record kept with p < 1 (``sampled == 0``) looks exact, but the
-        records it lost may all have been dropped. It is exact only if no setting below 1 was in
-        force from the epoch in force at log time ``window_start - exact_margin_ms`` to the one in
-        force at ``window_end + exact_margin_ms`` (at most the log's end as this batch read it):
-        a record of the window has an event time in ``[start, end)``, and is taken to be routed
-        within the margin of it (producer clock skew, a router's lag behind the log, a producer's
-        own delay). Why the upper bound: without it every window emitted while a shed was in force
-        said "no estimate", the windows that closed just before the shed too (a fifth of a
-        benchmark's shed-span rows). What it costs: a straggler routed more than the margin after
-        its window ended, under a shed, and dropped, leaves a window that says exact while it
-        missed it; a larger margin only makes more rows non-exact. Both ends come from the log up
-        to the batch's end (its records' timestamps included), so a replay answers the same; each
-        errs toward more epochs where a control record has no time. Rows with sampled records keep
-        their Horvitz–Thompson estimates: those account for the records they lost."""
-        if not self.view.sheds or not len(results):
+        records it lost may all have been dropped. It is exact only if no router reported shedding
+        a record that would have come here with an event time in its window (:mod:`shed_spans`),
+        here or where the row's state was before (``shed_keep``, carried in chunks). That is what
+        routers did, not a guess from clocks. Rows with sampled records keep their
+        Horvitz–Thompson estimates: those account for the records they lost.
+
+        A per-key processor's windows are its own: its row is exact only if no setting below 1 was
+        in force for the job's topics at any epoch of the state's history, from the start of the
+        key's run here to the log's end as this batch read it, and before that wherever the
+        state came from (``shed_keep``, set by the sender from its own run).
+
+        While a router older than shed reports feeds this worker (a rolling upgrade), its drops
+        are unreported: every windowed row without sampled records is judged as a per-key row
+        from the log's first epoch on (conservative: exact only if nothing was ever shed)."""
+        n = len(results)
+        if not n:
             return
+        low = results.carried_keep().copy()
+        p = self.processor
         latest = min(self.log_epoch(), self.view.epoch)
-        if not self.processor.windowed:
-            runs = np.unique(results.run).tolist()
-            lowest = {run: self.view.lowest_keep(self.topics, run, latest) for run in runs}
-            low = np.array([lowest[r] for r in results.run.tolist()], dtype=np.float64)
-        else:
-            margin = int(self.config.exact_margin_ms)
+        if p.windowed:
             unsampled = results.sampling().sampled == 0
-            starts = results.window_start[unsampled].tolist()
-            spans = set(zip(starts, results.window_end[unsampled].tolist(), strict=True))
-            by_span = {
-                (start, end): self.view.lowest_keep(
-                    self.topics,
-                    self.view.epoch_at_time(start - margin, latest),
-                    self.view.last_epoch_at_time(end + margin, latest),
-                )
-                for start, end in spans
-            }
-            low = np.ones(len(results), dtype=np.float64)
-            for i in np.flatnonzero(unsampled).tolist():
-                low[i] = by_span[(results.window_start[i].item(), results.window_end[i].item())]
+            if self.spans:
+                low = np.minimum(low, self.spans.lowest_keep(results.window_start, results.window_end))
+            if self.view.sheds and self.clock.legacy():
+                low = np.minimum(low, self.view.lowest_keep(self.topics, 0, latest))
+            low = np.where(unsampled, low, 1.0)
+        elif self.view.sheds:
+            lows = {r: self.view.lowest_keep(self.topics, r, latest) for r in np.unique(results.run).tolist()}
+            low = np.minimum(low, np.array([lows[r] for r in results.run.tolist()], dtype=np.float64))
         if (low < 1.0).any():
             terms = results.sampling()
             terms.opaque_keep = np.where(low < 1.0, low, terms.opaque_keep)
@@ -952,6 +1046,13 @@ class WorkerStep:
         keys, counts = np.unique(rows.key, return_counts=True)
         top = np.argsort(-counts, kind="stable")[: self.config.heavy_keys]
         return [{"key": str(keys[i]), "bytes": int(counts[i] * per_row)} for i in top.tolist()]
+
+
+def _listed(value: Any) -> list[Any]:
+    """An array column's value as a list (None, NaN or absent: empty)."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return []
+    return list(value)
 
 
 def _new_pending() -> dict[str, Any]:

@@ -8,10 +8,11 @@ Why the shape:
 - **Group by worker label.** Each routed partition's rows carry its worker's label
   (:mod:`spark_jobs.reduce.placement`), so worker w's state lives in Spark state partition w and
   the router's placement survives the shuffle.
-- **Watermark without late-row filtering.** ``withWatermark`` is declared on the event time, then
-  that column is projected away before the stateful operator. Spark still advances the query's
-  watermark (and fires event-time timers) from it, but does not drop late rows silently: the
-  worker sees them and sends them to the dead-letter topic.
+- **No Spark watermark.** Spark's is one per query: the highest event time read, minus the delay,
+  so a stalled router or a bad clock made records late everywhere. Each worker keeps its own, from
+  the event-time progress routers announce per input partition in their markers
+  (:mod:`spark_jobs.reduce.event_time`); the query declares none (``timeMode="None"``: no timers,
+  no empty batches), and every worker sees every record and dead-letters what is late itself.
 - **One sink.** Every output row names its topic (and a chunk its partition), so one Kafka sink
   writes results, chunks, dead letters and stats, and the stateful operator runs once per batch.
 """
@@ -23,20 +24,20 @@ import json
 from ballast.avro.codec import HEADER_LEN, default_store
 from ballast.kafka.dead_letters import DETAIL, JOB, REASON, SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
 from ballast.paths import SCHEMAS_DIR
+from spark_jobs.query_progress import WATERMARKS
 from spark_jobs.reduce.engine import BAD, CHUNK, CONTROL, DATA, MARKER
 from spark_jobs.reduce.outputs import OUTPUT_SCHEMA, RESULT
 from spark_jobs.reduce.stateful import JobSpec, WorkerProcessor
 
 
-def routed_rows(spark, spec: JobSpec, watermark_delay: str, max_offsets: int = 0):
+def routed_rows(spark, spec: JobSpec, max_offsets: int = 0):
     """The routed topic as engine rows (see :mod:`spark_jobs.reduce.engine` for the columns).
 
     Only rows that cannot be decoded carry their raw bytes (``raw``): they are what their dead
     letter holds. Every other row crosses to Python as typed columns alone; a data record the
     worker dead-letters (late, refused) is named by its routed position in the dead letter's
-    headers, and stays in the routed topic. A record too far ahead of the batch's processing time
-    (``spec.max_future_ms``) does not advance the watermark: one bad clock must not make every
-    record after it late (the worker refuses it as ``future``)."""
+    headers, and stays in the routed topic. A marker's progress per covered input partition
+    (``cover_times``, -1: none) and the spans its writer shed (``shed``) cross as arrays."""
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro
 
@@ -80,12 +81,23 @@ def routed_rows(spark, spec: JobSpec, watermark_delay: str, max_offsets: int = 0
         F.coalesce(d["key"], c["key"]).alias("key"),
         d["value"].alias("value"),
         d["source_topic"].alias("source_topic"),  # which SHEDDING setting kept it (with its epoch)
-        _watermark_time(d["event_time"], spec.max_future_ms).alias("wm_time"),
         F.coalesce(F.unix_millis(d["event_time"]), F.lit(0)).alias("event_time"),
         F.coalesce(d["epoch"], m["epoch"], c["epoch"], F.lit(-1)).alias("epoch"),
         F.transform(
             m["covers"], lambda x: F.concat(x["topic"], F.lit(":"), x["partition"].cast("string"))
         ).alias("covers"),
+        F.transform(m["covers"], lambda x: F.coalesce(F.unix_millis(x["event_time"]), F.lit(-1))).alias(
+            "cover_times"
+        ),
+        F.transform(
+            m["shed"],
+            lambda s: F.struct(
+                s["topic"].alias("topic"),
+                F.unix_millis(s["first"]).alias("first"),
+                F.unix_millis(s["last"]).alias("last"),
+                s["keep"].alias("keep"),
+            ),
+        ).alias("shed"),
         m["worker"].alias("marker_worker"),
         c["from_worker"].alias("chunk_from"),
         c["to_worker"].alias("chunk_to"),
@@ -98,9 +110,7 @@ def routed_rows(spark, spec: JobSpec, watermark_delay: str, max_offsets: int = 0
         .when(F.col("env").isNull(), F.lit("Avro decoding failed"))
         .alias("error"),
     )
-    control = control_rows(spark, spec).withColumn("wm_time", F.timestamp_millis(F.lit(0)))
-    both = rows.unionByName(control, allowMissingColumns=True)
-    return both.withWatermark("wm_time", watermark_delay).drop("wm_time")
+    return rows.unionByName(control_rows(spark, spec), allowMissingColumns=True)
 
 
 def control_rows(spark, spec: JobSpec):
@@ -133,18 +143,6 @@ def control_rows(spark, spec: JobSpec):
         F.lit(CONTROL).cast("int").alias("kind"),
         F.coalesce(F.col("key").cast("string").cast("long"), F.lit(0)).alias("epoch"),
     )
-
-
-def _watermark_time(event_time, max_future_ms: int):
-    """The event time the watermark sees: epoch 0 (no advance) for markers, chunks and records
-    further ahead of the batch's processing time than ``max_future_ms`` (0: no bound)."""
-    from pyspark.sql import functions as F
-
-    zero = F.timestamp_millis(F.lit(0))
-    if max_future_ms <= 0:
-        return F.coalesce(event_time, zero)
-    limit = F.current_timestamp() + F.expr(f"INTERVAL {int(max_future_ms)} MILLISECONDS")
-    return F.when(event_time.isNull() | (event_time > limit), zero).otherwise(event_time)
 
 
 def result_value(job: str):
@@ -212,19 +210,21 @@ def headers_column(job: str):
     )
 
 
-def build_query(
-    spark, spec: JobSpec, checkpoint: str, *, watermark_delay: str, trigger: str, max_offsets: int = 0
-):
+def build_query(spark, spec: JobSpec, checkpoint: str, *, trigger: str, max_offsets: int = 0):
     """Start the streaming query (returns the ``StreamingQuery``)."""
     from pyspark.sql import functions as F
 
-    rows = routed_rows(spark, spec, watermark_delay, max_offsets)
+    rows = routed_rows(spark, spec, max_offsets)
     out = rows.groupBy("label").transformWithStateInPandas(
         statefulProcessor=WorkerProcessor(spec),
         outputStructType=OUTPUT_SCHEMA,
         outputMode="Update",
-        timeMode="EventTime",
+        timeMode="None",
     )
+    # each worker's watermark, from its stats row, into the batch's progress (observedMetrics)
+    stats = F.struct(F.col("w_worker").alias("worker"), F.col("w_watermark").alias("ms"))
+    worker_watermark = F.when(F.col("w_worker").isNotNull(), stats)
+    out = out.observe(WATERMARKS, F.collect_list(worker_watermark).alias("workers"))
     out = out.withColumn("source_topic", F.lit(spec.topics["routed"]))
     value, headers = result_value(spec.job).alias("value"), headers_column(spec.job).alias("headers")
     sink = out.select("topic", "partition", "key", value, headers)

@@ -51,6 +51,8 @@ ESTIMATE_COLUMNS = {
 OUTPUT_SCHEMA = (
     "row_kind INT, topic STRING, partition INT, key BINARY, value BINARY, "
     "reason STRING, detail STRING, source_partition INT, source_offset LONG, " + RESULT_COLUMNS
+    # on the stats row only: the worker and its watermark, observed into the batch's progress
+    + ", w_worker INT, w_watermark LONG"
 )
 _COLUMNS = [c.strip().split(" ")[0] for c in OUTPUT_SCHEMA.split(",")]
 
@@ -164,6 +166,11 @@ class OutputEncoder:
         if r.values is not None:
             values[:n] = [list(v) for v in r.values]
         columns["r_values"] = values
+        on_stats = np.zeros(n + m, dtype=bool)
+        on_stats[-1] = True  # the stats row is the last one
+        columns["w_worker"] = pd.arrays.IntegerArray(np.full(n + m, self.worker, dtype=np.int32), ~on_stats)
+        watermark = np.full(n + m, int(result.stats.get("watermark_ms", 0)), dtype=np.int64)
+        columns["w_watermark"] = pd.arrays.IntegerArray(watermark, ~on_stats)
         frame = pd.DataFrame(columns)
         for col in ("partition", "source_partition", "row_kind"):
             frame[col] = frame[col].astype("Int32")

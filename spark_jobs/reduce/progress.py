@@ -15,7 +15,14 @@ from ballast.avro.codec import AvroCodec
 from ballast.kafka.clients import make_producer
 from ballast.kafka.configuration import KafkaConfig
 from ballast.metrics.records import metrics_record
-from spark_jobs.query_progress import as_dict, end_offsets, iso_ms, ran_batch, unseen_batches
+from spark_jobs.query_progress import (
+    as_dict,
+    end_offsets,
+    iso_ms,
+    ran_batch,
+    unseen_batches,
+    worker_watermarks,
+)
 
 KEPT_DURATIONS = (
     "triggerExecution",
@@ -27,8 +34,12 @@ KEPT_DURATIONS = (
 )
 
 
+JOB_WATERMARK = "ballastWatermarkMs"  # added to each published progress dict: the job's watermark after it
+
+
 def progress_metric(job: str, progress: dict[str, Any], routed_topic: str, partitions: int) -> dict[str, Any]:
-    """The ``MetricsRecord`` (codec dict) of one batch's progress; the interval is the batch's run."""
+    """The ``MetricsRecord`` (codec dict) of one batch's progress; the interval is the batch's run.
+    Its watermark is the job's (:data:`JOB_WATERMARK`, set by :class:`ProgressPublisher`)."""
     durations = {k: int(v) for k, v in progress.get("durationMs", {}).items() if k in KEPT_DURATIONS}
     start = iso_ms(progress.get("timestamp"))
     body = {
@@ -37,7 +48,7 @@ def progress_metric(job: str, progress: dict[str, Any], routed_topic: str, parti
         "input_rows": int(progress.get("numInputRows", 0)),
         "durations_ms": durations,
         "end_offsets": end_offsets(progress, routed_topic, partitions),
-        "watermark_ms": iso_ms(progress.get("eventTime", {}).get("watermark")),
+        "watermark_ms": int(progress.get(JOB_WATERMARK, 0)),
         "processed_rows_per_s": float(progress.get("processedRowsPerSecond") or 0.0),
         "latest_offsets": end_offsets(progress, routed_topic, partitions, "latestOffset"),
     }
@@ -46,8 +57,23 @@ def progress_metric(job: str, progress: dict[str, Any], routed_topic: str, parti
     )
 
 
+class JobWatermark:
+    """The job's watermark: the lowest of its workers'. Each worker keeps its own (from the input
+    partitions' progress) and reports it in the batches it runs in; one that did not run keeps
+    its last. Every window that ends at or before the job's watermark has been written by every
+    worker that holds one; a worker that has not run yet holds none and is not counted."""
+
+    def __init__(self) -> None:
+        self.workers: dict[int, int] = {}
+
+    def after(self, progress: dict[str, Any]) -> int:
+        self.workers.update(worker_watermarks(progress))
+        return min(self.workers.values()) if self.workers else 0
+
+
 class ProgressPublisher:
-    """Publishes each batch's progress once (by batch id) to the metrics topic."""
+    """Publishes each batch's progress once (by batch id) to the metrics topic, with the job's
+    watermark (:class:`JobWatermark`)."""
 
     def __init__(self, kafka: KafkaConfig, topic: str, job: str, routed_topic: str, partitions: int) -> None:
         self.topic = topic
@@ -57,6 +83,7 @@ class ProgressPublisher:
         self.codec = AvroCodec("io.ballast.MetricsRecord")
         self.producer = make_producer(kafka.with_client_id(f"{job}-progress"))
         self.last_batch = -1
+        self.watermark = JobWatermark()
 
     def publish_new(self, query: Any) -> list[dict[str, Any]]:
         """The batches of ``query`` (a ``StreamingQuery``) not published yet, published; returns
@@ -68,6 +95,7 @@ class ProgressPublisher:
         """The batches of ``recent`` (the query's recent progress) not published yet; returns them."""
         new = [p for p in map(as_dict, recent) if ran_batch(p) and int(p["batchId"]) > self.last_batch]
         for p in sorted(new, key=lambda p: int(p["batchId"])):
+            p[JOB_WATERMARK] = self.watermark.after(p)
             record = progress_metric(self.job, p, self.routed_topic, self.partitions)
             self.producer.produce(self.topic, self.codec.encode(record), self.job.encode())
             self.last_batch = int(p["batchId"])

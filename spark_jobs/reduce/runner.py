@@ -11,6 +11,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from ballast.kafka.admin import make_admin, partition_count
 from ballast.kafka.configuration import KafkaConfig
@@ -19,7 +20,7 @@ from ballast.readiness import announce_ready
 from spark_jobs.processors.spec import from_spec
 from spark_jobs.reduce.config import ReduceSettings
 from spark_jobs.reduce.frontier import partition_id
-from spark_jobs.reduce.progress import ProgressPublisher
+from spark_jobs.reduce.progress import JOB_WATERMARK, ProgressPublisher
 from spark_jobs.reduce.stateful import JobSpec
 
 STATUS_EVERY_S = 5.0
@@ -56,7 +57,8 @@ def job_spec(
         record_cost_us=settings.record_cost_us,
         horizon_ms=settings.horizon_ms(),
         max_future_ms=settings.max_future_ms(),
-        exact_margin_ms=settings.exact_margin_ms(),
+        watermark_delay_ms=settings.watermark_delay_ms(),
+        idle_timeout_ms=settings.idle_timeout_ms(),
     )
 
 
@@ -81,7 +83,6 @@ def run_job(
         spark,
         spec,
         str(settings.checkpoint),
-        watermark_delay=settings.watermark_delay,
         trigger=settings.trigger,
         max_offsets=settings.max_offsets_per_trigger,
     )
@@ -161,7 +162,8 @@ def status_line(batches: list[dict]) -> str:
     time_part = (
         f"{times[0]} ms" if len(times) == 1 else f"{times[len(times) // 2]} ms median, {times[-1]} ms max"
     )
-    watermark = batches[-1].get("eventTime", {}).get("watermark", "-")
+    ms = int(batches[-1].get(JOB_WATERMARK, 0))
+    watermark = datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds") if ms else "-"
     more = f", {unseen} not seen (beyond Spark's recent progress)" if unseen else ""
     return f"reduce: {span}: {rows} rows, {time_part}{more}, watermark {watermark}"
 

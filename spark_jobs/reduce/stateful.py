@@ -56,7 +56,8 @@ class JobSpec:
     record_cost_us: float = 0.0
     horizon_ms: int = 0
     max_future_ms: int = 0
-    exact_margin_ms: int = 10_000
+    watermark_delay_ms: int = 0
+    idle_timeout_ms: int = 0
 
 
 PIECE_BYTES = 32 * 1024  # the largest value one state call carries (see PiecedMap)
@@ -271,15 +272,9 @@ class WorkerProcessor(StatefulProcessor):
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
         frame = pd.concat(list(rows), ignore_index=True)
-        yield self._step(int(key[0]), frame, timerValues)
+        yield self._step(int(key[0]), frame)
 
-    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
-        expired = expiredTimerInfo.getExpiryTimeInMs()
-        yield self._step(int(key[0]), None, timerValues, expired)
-
-    def _step(
-        self, label: int, frame: pd.DataFrame | None, timer_values, expired: int | None = None
-    ) -> pd.DataFrame:
+    def _step(self, label: int, frame: pd.DataFrame) -> pd.DataFrame:
         from pyspark import TaskContext
 
         worker = self.worker_of[label]
@@ -287,10 +282,9 @@ class WorkerProcessor(StatefulProcessor):
         entries = PiecedMap(self.entries)
         meta = load_meta(entries.get((META, 0, "")))
         known = max(int(meta["known"]), int(meta.get("log_epoch", 0))) if meta else 0
-        if frame is not None:
-            valid = frame["kind"].to_numpy() != BAD  # data, markers, chunks and the log's end
-            if valid.any():
-                known = max(known, int(np.max(frame["epoch"].to_numpy()[valid])))
+        valid = frame["kind"].to_numpy() != BAD  # data, markers, chunks and the log's end
+        if valid.any():
+            known = max(known, int(np.max(frame["epoch"].to_numpy()[valid])))
         # the view answers questions up to `known` only (the engine asks of the log's end as the
         # batch read it), so a view folded further by now changes no answer of a replay
         view = self.log.ensure(known, spec.control_timeout_s)
@@ -303,30 +297,18 @@ class WorkerProcessor(StatefulProcessor):
             record_cost_s=spec.record_cost_us / 1e6,
             horizon_ms=spec.horizon_ms,
             max_future_ms=spec.max_future_ms,
-            exact_margin_ms=spec.exact_margin_ms,
+            watermark_delay_ms=spec.watermark_delay_ms,
+            idle_timeout_ms=spec.idle_timeout_ms,
         )
         store = _SparkStore(entries)
         inputs = current_inputs(spec.kafka, spec.input_topics)
         step = WorkerStep(config, self.processor, view, store, meta, extra_inputs=inputs)
-        watermark = max(int(timer_values.getCurrentWatermarkInMs()), 0)
-        # the batch's own timestamp: the same when a batch is replayed, so a replay refuses the
-        # same "future" records
-        now = int(timer_values.getCurrentProcessingTimeInMs())
-        result = step.run(frame, watermark, now)
+        # no timers: a worker's watermark moves only with its rows (markers), so it is stepped
+        # whenever it can change (docs/reduce.md, "Time")
+        result = step.run(frame)
         context = TaskContext.get()
         result.stats["spark_partition"] = context.partitionId() if context is not None else -1
-        # one event-time timer per worker, at the earliest row it still has to look at; the meta
-        # remembers it, so no JVM call is spent listing timers, and a fired one is not deleted again
-        timer = result.meta.get("timer")
-        if timer is not None and timer == expired:
-            timer = None  # it fired: Spark removed it
-        if timer is not None and timer != result.next_due:
-            self.handle.deleteTimer(int(timer))
-            timer = None
-        if result.next_due is not None and timer is None and result.next_due > watermark:
-            self.handle.registerTimer(int(result.next_due))
-            timer = result.next_due
-        result.meta["timer"] = timer
+        result.meta.pop("timer", None)  # written by versions that kept an event-time timer
         entries.put((META, 0, ""), dump_meta(result.meta))
         return OutputEncoder(spec.topics, worker, spec.job).frame(result, int(time.time() * 1000))
 

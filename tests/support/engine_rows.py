@@ -24,9 +24,13 @@ COLUMNS = [
     "key",
     "value",
     "source_topic",
+    "source_partition",
+    "legacy",
     "event_time",
     "epoch",
     "covers",
+    "cover_times",
+    "shed",
     "marker_worker",
     "chunk_from",
     "chunk_to",
@@ -41,7 +45,7 @@ COLUMNS = [
 
 def row(**kw: Any) -> dict[str, Any]:
     base = dict.fromkeys(COLUMNS)
-    base.update(timestamp=0, value=0.0, event_time=0, raw=None, chunk_job="")
+    base.update(timestamp=0, value=0.0, event_time=0, raw=None, chunk_job="", legacy=False)
     base.update(kw)
     return base
 
@@ -52,8 +56,26 @@ def data(key: str, value: float, t: int, epoch: int, topic: str | None = None) -
     return row(kind=DATA, key=key, value=value, event_time=t, epoch=epoch, source_topic=topic)
 
 
-def marker(epoch: int, worker: int, *parts: str) -> dict[str, Any]:
-    return row(kind=MARKER, epoch=epoch, covers=list(parts or PARTITIONS), marker_worker=worker)
+def marker(
+    epoch: int,
+    worker: int,
+    *parts: str,
+    times: dict[str, int] | None = None,
+    shed: list[tuple[str, int, int, float]] = (),
+    timestamp: int = 0,
+) -> dict[str, Any]:
+    """A marker covering ``parts`` (all input partitions by default); ``times``: the event-time
+    progress it announces per partition (-1: none); ``shed``: (topic, first, last, keep) spans."""
+    covers = list(parts or PARTITIONS)
+    return row(
+        kind=MARKER,
+        epoch=epoch,
+        covers=covers,
+        cover_times=[(times or {}).get(p, -1) for p in covers],
+        shed=[{"topic": t, "first": a, "last": b, "keep": k} for t, a, b, k in shed],
+        marker_worker=worker,
+        timestamp=timestamp,
+    )
 
 
 def chunk_row(c, job: str = "") -> dict[str, Any]:
@@ -99,10 +121,21 @@ class Worker:
         self.config = {"workers": N, "horizon_ms": 1000, **config}
 
     def step(
-        self, rows: list[dict[str, Any]], watermark: int = 0, now: int = 0, *, log: bool = True, **extra: Any
+        self,
+        rows: list[dict[str, Any]],
+        watermark: int | None = 0,
+        now: int = 0,
+        *,
+        log: bool = True,
+        **extra: Any,
     ):
         """One micro-batch of ``rows``; with ``log`` it also carries the control log's end as the
-        view has it (as the job's control source delivers it to every batch)."""
+        view has it (as the job's control source delivers it to every batch).
+
+        ``watermark``: the worker's event time during the batch, as if markers had announced that
+        much progress on every input partition before it (the rules these tests check do not
+        depend on how the watermark got there; tests of the watermark itself pass None and
+        announce progress in markers)."""
         from spark_jobs.reduce.engine import WorkerConfig, WorkerStep
 
         for r in rows:
@@ -112,11 +145,20 @@ class Worker:
             rows = [*rows, control(self.view.epoch)]
         frame = pd.DataFrame(rows, columns=COLUMNS) if rows else None
         config = WorkerConfig(self.w, self.partitions, **self.config)
-        result = WorkerStep(config, self.processor, self.view, self.store, self.meta, **extra).run(
-            frame, watermark, now
-        )
+        if watermark is not None:
+            self.meta = with_watermark(self.meta, watermark)
+        result = WorkerStep(config, self.processor, self.view, self.store, self.meta, **extra).run(frame, now)
         self.meta = result.meta
         return result
+
+
+def with_watermark(meta: dict[str, Any] | None, watermark: int) -> dict[str, Any]:
+    """``meta`` (None: a new worker's) with its event time set to ``watermark``."""
+    from spark_jobs.reduce.engine import new_meta
+
+    meta = meta if meta is not None else new_meta()
+    meta["watermark"] = int(watermark)
+    return meta
 
 
 def shedding(epoch: int, target: str, keep: float) -> dict[str, Any]:

@@ -62,7 +62,7 @@ def test_the_default_job_id_and_checkpoint_differ_by_deployment_and_processor(tm
         (["--processor", "no_such_processor"], "processor"),
         (["--processor", "aggregate:size=ten"], "size"),
         (["--max-future", "soon"], "interval"),
-        (["--exact-margin", "a while"], "interval"),
+        (["--idle-timeout", "a while"], "interval"),
         (["--correction-horizon", "-1 seconds"], "interval"),
     ],
 )
@@ -76,17 +76,16 @@ def test_horizon_defaults_to_the_watermark_delay():
     assert ReduceSettings(correction_horizon="1 minute").horizon_ms() == 60000
 
 
-def test_the_exact_margin_defaults_to_ten_seconds_and_takes_an_interval():
-    """The margin a windowed row's exact claim looks back before its window's start; the engine's
-    own default is the same, so a worker built without the setting is no less conservative."""
-    from spark_jobs.reduce.engine import WorkerConfig
-    from spark_jobs.reduce.stateful import JobSpec
-
-    assert ReduceSettings().exact_margin_ms() == 10_000 == WorkerConfig(0, ()).exact_margin_ms
-    assert JobSpec.__dataclass_fields__["exact_margin_ms"].default == 10_000
-    assert _parse("--exact-margin", "30 seconds").exact_margin_ms() == 30_000
-    env = {"BALLAST_REDUCE_EXACT_MARGIN": "2 minutes"}
-    assert ReduceSettings.from_args(None, env=env).exact_margin_ms() == 120_000
+def test_the_idle_timeout_and_the_watermark_delay_reach_the_workers():
+    """The idle timeout defaults to a minute (longer than a router's session and transaction
+    timeouts, so a dead router's partitions are handed over before they count as idle), takes an
+    interval from a flag or the environment, and travels in the job spec with the delay."""
+    assert ReduceSettings().idle_timeout_ms() == 60_000
+    assert _parse("--idle-timeout", "30 seconds").idle_timeout_ms() == 30_000
+    env = {"BALLAST_REDUCE_IDLE_TIMEOUT": "2 minutes", "BALLAST_REDUCE_WATERMARK_DELAY": "3 seconds"}
+    settings = ReduceSettings.from_args(None, env=env)
+    assert (settings.idle_timeout_ms(), settings.watermark_delay_ms()) == (120_000, 3_000)
+    assert _parse("--idle-timeout", "0 seconds").idle_timeout_ms() == 0  # never idle
 
 
 def test_input_topics_come_from_a_flag_or_the_environment_and_travel_to_a_submitted_driver():

@@ -80,11 +80,20 @@ def test_3_a_window_counts_the_late_records_it_left_out() -> None:
     )
 
 
-def test_4_a_far_future_record_is_refused() -> None:
-    w = Worker(0, view_with(), AGG, max_future_ms=3_600_000)
-    out = w.step([marker(0, 0), data(K, 1.0, 10**13, 0)], watermark=0, now=1_767_225_600_000)
+def test_4_a_legacy_routers_far_future_record_is_refused() -> None:
+    """This version's routers refuse such records before routing (services/router, ``future``);
+    a record of an older router, whose markers carry no progress, is judged here against the time
+    it was routed, and moves its partition's progress no further than that allows."""
+    now = 1_767_225_600_000
+    w = Worker(0, view_with(), AGG, max_future_ms=10_000, watermark_delay_ms=0)
+
+    def old(value: float, t: int, partition: int) -> dict:
+        return {**data(K, value, t, 0), "legacy": True, "timestamp": now, "source_partition": partition}
+
+    out = w.step([marker(0, 0), old(1.0, now + 3_600_000, 0), old(2.0, now - 5, 0)], watermark=None, now=now)
     assert [d.reason for d in out.dead] == ["future"] and out.stats["refused_records"] == 1
-    assert out.stats["state_keys"] == 0
+    assert out.stats["state_keys"] == 1
+    assert out.stats["watermark_ms"] == 0  # partition 1 has shown nothing yet: it holds
 
 
 def test_5a_a_record_of_a_shipped_run_is_dead_lettered_and_the_worker_goes_on() -> None:

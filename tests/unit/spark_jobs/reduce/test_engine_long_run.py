@@ -16,7 +16,7 @@ from spark_jobs.processors.windows import WindowSpec
 from spark_jobs.reduce.engine import DATA, WorkerConfig, WorkerStep
 from spark_jobs.reduce.ownership import OwnershipView
 from spark_jobs.reduce.store import DictStore
-from tests.support.engine_rows import COLUMNS, PARTITIONS, N, genesis, marker
+from tests.support.engine_rows import COLUMNS, PARTITIONS, N, genesis, marker, with_watermark
 
 STEPS = 200
 KEYS_PER_STEP = 5_000
@@ -54,7 +54,7 @@ def test_a_million_new_keys_leave_state_and_step_cost_flat() -> None:
     config = WorkerConfig(0, PARTITIONS, workers=N, horizon_ms=1_000)
     store = DictStore()
     first = pd.DataFrame([marker(0, 0)], columns=COLUMNS).assign(offset=0)
-    meta = WorkerStep(config, processor, view, store, None).run(first, 0, 0).meta
+    meta = WorkerStep(config, processor, view, store, None).run(first, 0).meta
     rng = np.random.default_rng(7)
     next_id, offset = 0, 1
     cpu, kept_rows, kept_bytes, written, seen = [], [], [], [], 0
@@ -65,9 +65,8 @@ def test_a_million_new_keys_leave_state_and_step_cost_flat() -> None:
         offset += len(frame)
         before = store.written
         started = time.process_time()
-        result = WorkerStep(config, processor, view, store, meta).run(
-            frame, max(0, step * STEP_MS - 1_000), 0
-        )
+        meta = with_watermark(meta, max(0, step * STEP_MS - 1_000))
+        result = WorkerStep(config, processor, view, store, meta).run(frame, 0)
         cpu.append(time.process_time() - started)
         meta = result.meta
         kept_rows.append(result.stats["state_keys"])

@@ -7,7 +7,7 @@ import json
 from ballast.avro.codec import AvroCodec
 from ballast.metrics.records import ReduceProgress, metric_of
 from spark_jobs.query_progress import as_dict, end_offsets, ran_batch
-from spark_jobs.reduce.progress import progress_metric
+from spark_jobs.reduce.progress import JOB_WATERMARK, JobWatermark, progress_metric
 
 # the shape of StreamingQueryProgress.json in Spark 4.0 (fields the job reads, as Spark names them)
 SPARK_PROGRESS = {
@@ -27,7 +27,8 @@ SPARK_PROGRESS = {
         "commitOffsets": 25,
         "getBatch": 0,
     },
-    "eventTime": {"watermark": "2026-01-01T00:00:10.000Z"},
+    "eventTime": {},  # the query declares no watermark: each worker keeps its own
+    "observedMetrics": {"watermarks": {"workers": [{"worker": 0, "ms": 1_767_225_610_000}]}},
     "sources": [
         {
             "description": "KafkaV2[Subscribe[p.routed]]",
@@ -40,7 +41,8 @@ SPARK_PROGRESS = {
 
 
 def test_a_batch_becomes_one_reduce_progress_record():
-    record = progress_metric("job-1", SPARK_PROGRESS, "p.routed", 8)
+    progress = {**SPARK_PROGRESS, JOB_WATERMARK: JobWatermark().after(SPARK_PROGRESS)}
+    record = progress_metric("job-1", progress, "p.routed", 8)
     codec = AvroCodec("io.ballast.MetricsRecord")
     metric = metric_of(codec.decode(codec.encode(record)))
     body = metric.body
@@ -87,3 +89,15 @@ def test_the_status_line_says_how_many_batches_it_could_not_see():
     from spark_jobs.reduce.runner import status_line
 
     assert "2 not seen" in status_line([_batch(1, 1, 1), _batch(4, 1, 1)])
+
+
+def test_the_jobs_watermark_is_its_slowest_workers_and_a_worker_that_did_not_run_keeps_its_own():
+    def batch(*workers: tuple[int, int]) -> dict:
+        observed = {"watermarks": {"workers": [{"worker": w, "ms": ms} for w, ms in workers]}}
+        return {**SPARK_PROGRESS, "observedMetrics": observed}
+
+    job = JobWatermark()
+    assert job.after({**SPARK_PROGRESS, "observedMetrics": {}}) == 0  # nobody has run
+    assert job.after(batch((0, 10_000), (1, 5_000))) == 5_000
+    assert job.after(batch((1, 12_000))) == 10_000  # worker 0 did not run: still at 10 s
+    assert job.after(batch((0, 20_000), (2, 7_000))) == 7_000  # a worker's first batch counts

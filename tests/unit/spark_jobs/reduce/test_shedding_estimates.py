@@ -95,7 +95,10 @@ def keep_table() -> dict[tuple[str, int], float]:
 
 def run_engine(processor, records: dict[str, np.ndarray], kept: np.ndarray, batch: int) -> list[Results]:
     """The survivors in event-time order through one worker, in micro-batches, the watermark one
-    window behind; then a last step closes every window. Every step's results are returned."""
+    window behind; then a last step closes every window. Every step's results are returned.
+
+    As routers do, each batch ends with a marker reporting the records dropped so far (whole
+    seconds of their event times, per topic, with the keep-probability they were dropped under)."""
     from ballast.control.state import make_event
 
     view = view_of(*(make_event(e, "SHEDDING", {"target": tg, "keep_probability": p, "reason": ""})
@@ -103,6 +106,10 @@ def run_engine(processor, records: dict[str, np.ndarray], kept: np.ndarray, batc
     worker = Worker(0, view, processor, partitions=PARTITIONS)
     idx = np.flatnonzero(kept)
     idx = idx[np.argsort(records["t"][idx], kind="stable")]
+    table = keep_table()
+    dropped = np.flatnonzero(~kept)
+    dropped = dropped[np.argsort(records["t"][dropped], kind="stable")]
+    reported = 0
     out = []
     size = processor.windows.size_ms
     for lo in range(0, idx.size, batch):
@@ -112,6 +119,15 @@ def run_engine(processor, records: dict[str, np.ndarray], kept: np.ndarray, batc
                  int(records["epoch"][i]), str(records["topic"][i]))
             for i in part.tolist()
         ]  # fmt: skip
+        upto = int(np.searchsorted(records["t"][dropped], records["t"][part[-1]], side="right"))
+        spans: dict[tuple[str, int], float] = {}
+        for i in dropped[reported:upto].tolist():
+            topic, second = str(records["topic"][i]), int(records["t"][i]) // 1000
+            keep = table[(topic, int(records["epoch"][i]))]
+            spans[(topic, second)] = min(keep, spans.get((topic, second), 1.0))
+        reported = upto
+        shed = [(topic, s * 1000, s * 1000 + 999, keep) for (topic, s), keep in sorted(spans.items())]
+        rows.append(marker(0, 0, *PARTITIONS, shed=shed))
         watermark = max(int(records["t"][part[0]]) - size, 0)
         out.append(worker.step(rows, watermark=watermark).results)
     out.append(worker.step([], watermark=int(records["t"].max()) + 10 * size).results)
@@ -150,7 +166,7 @@ def test_the_95_percent_interval_holds_the_truth_in_90_to_99_percent_of_windows(
     rows = all_rows(run_engine(processor, records, kept, batch=4000))
     est = estimate(rows.count, rows.sum, rows.excluded, rows.terms)
     seen: set[tuple[str, int]] = set()
-    count_in = sum_in = unshed_opaque = 0
+    count_in = sum_in = unshed_opaque = unshed_exact = 0
     for i, (key, start) in enumerate(zip(rows.key.tolist(), rows.window_start.tolist(), strict=True)):
         window = (key, start)
         assert window not in seen, f"window {window} written twice"
@@ -159,11 +175,11 @@ def test_the_95_percent_interval_holds_the_truth_in_90_to_99_percent_of_windows(
         if est.exact[i]:  # never a false exact: the interval is the point, and the truth
             assert not shed[window] and (rows.count[i], rows.sum[i]) == (n, s)
             assert est.count_low[i] == est.count_high[i] == n and est.sum_low[i] == est.sum_high[i] == s
+            unshed_exact += 1
             continue
         if not shed[window]:
-            # nothing was shed from it, but the log had a setting below 1 in force while its
-            # records could have been routed (to its end: views stay at 1/2), and its own records
-            # cannot show that none was dropped: what it saw, and no estimate
+            # nothing of it could be shed, but records of other keys in the same seconds were
+            # dropped (a report is per worker, not per key): what it saw, and no estimate
             assert est.sampled[i] == 0 and (rows.count[i], rows.sum[i]) == (n, s)
             assert est.estimated_count[i] == n and np.isinf(est.relative_error[i])
             unshed_opaque += 1
@@ -173,7 +189,8 @@ def test_the_95_percent_interval_holds_the_truth_in_90_to_99_percent_of_windows(
         sum_in += est.sum_low[i] <= s <= est.sum_high[i]
     sampled_windows = sum(shed.values())
     assert sampled_windows >= 1000 and seen <= set(truth)
-    assert unshed_opaque == len(seen) - sum(shed[w] for w in seen)  # every unshed window of this log
+    unshed = len(seen) - sum(shed[w] for w in seen)
+    assert unshed_opaque + unshed_exact == unshed and unshed_exact > 0  # the windows before any shed
     # a window whose every record was shed has no row: it counts as a miss
     count_coverage, sum_coverage = count_in / sampled_windows, sum_in / sampled_windows
     assert 0.90 <= count_coverage <= 0.99, count_coverage
@@ -391,52 +408,31 @@ def test_a_per_key_processor_says_no_estimate_is_possible_once_its_key_saw_shedd
 
 # --- a window whose shed records were all dropped ---------------------------------------------------
 
-MARGIN = 100  # ms: the worker's exact margin in these tests
-SHED_AT, LIFT_AT = 1000, 2000  # log times of the SHEDDING events (epochs 1 and 2)
-
-
-def _timed_log() -> OwnershipView:
-    """Genesis at log time 0, "in" shed to 1/2 at epoch 1 (time 1000), lifted at epoch 2 (2000)."""
-    view = OwnershipView(N)
-    for event, ms in ((genesis(), 0), (shedding(1, "in", 0.5), SHED_AT), (shedding(2, "in", 1.0), LIFT_AT)):
-        view.apply(event, ms)
-    return view
-
 
 def test_a_window_whose_shed_records_were_all_dropped_is_not_exact() -> None:
-    """K's records of window [1100, 1200) routed under epoch 1 (p = 1/2) were all dropped; the
-    worker sees one of K's records there kept for sure (a router still at epoch 0). Nothing it saw
-    was sampled, yet the window lost records: not exact, the lowest keep in force, no estimate
-    (as a per-key processor's row). OTHER's window at the same time has sampled records and keeps
-    its Horvitz–Thompson estimates. Windows before any shedding (emitted while the log ended at
-    epoch 0, or ending more than the margin before the shed) and windows starting more than the
-    margin after the lift are exact; one starting within the margin of the lift, or ending within
-    the margin of the shed, is not (its records may have been routed under the shed)."""
-    view = _timed_log()
-    w = Worker(0, view, AGG, exact_margin_ms=MARGIN)
-    from tests.support.engine_rows import control
-
-    before = w.step([marker(0, 0), data(K, 1.0, 10, 0), control(0)], watermark=500, log=False).results
-    est = estimate(before.count, before.sum, before.excluded, before.terms)
-    assert before.window_start.tolist() == [0] and est.exact.all() and est.keep_probability[0] == 1.0
-
+    """K's records of window [1100, 1200) routed under p = 1/2 were all dropped (the router says
+    so); the worker sees one of K's records there kept for sure (a router still at epoch 0).
+    Nothing it saw was sampled, yet the window lost records: not exact, the lowest keep reported,
+    no estimate (as a per-key processor's row). OTHER's window at the same time has sampled
+    records and keeps its Horvitz–Thompson estimates. Windows no report overlaps are exact, while
+    the log sheds or after."""
+    view = view_of(shedding(1, "in", 0.5), shedding(2, "in", 1.0))
+    w = Worker(0, view, AGG)
     w.step(
         [
             marker(2, 0),
             data(K, 2.0, 1150, 0),  # kept for sure; K's epoch-1 records of this window: all dropped
             data(OTHER, 3.0, 1150, 1),  # kept with p = 1/2
-            data(K, 4.0, 2050, 2),  # window [2000, 2100): starts within the margin of the lift
-            data(K, 5.0, 2150, 2),  # window [2100, 2200): starts exactly at lift + margin
-            data(K, 6.0, 2250, 2),  # window [2200, 2300): starts more than the margin after it
-            data(K, 7.0, 750, 0),  # window [700, 800): ends more than the margin before the shed
-            data(K, 8.0, 850, 0),  # window [800, 900): ends within the margin of the shed
+            marker(2, 0, shed=[("in", 1100, 1199, 0.5)]),
+            data(K, 6.0, 2250, 2),
+            data(K, 7.0, 750, 0),
         ]
     )
     rows = w.step([], watermark=5000).results
     est = estimate(rows.count, rows.sum, rows.excluded, rows.terms)
     windows = zip(rows.key.tolist(), rows.window_start.tolist(), strict=True)
     got = {(str(k), int(s)): i for i, (k, s) in enumerate(windows)}
-    assert set(got) == {(K, 700), (K, 800), (K, 1100), (OTHER, 1100), (K, 2000), (K, 2100), (K, 2200)}
+    assert set(got) == {(K, 700), (K, 1100), (OTHER, 1100), (K, 2200)}
 
     dropped = got[(K, 1100)]
     assert est.sampled[dropped] == 0 and not est.exact[dropped]
@@ -446,22 +442,6 @@ def test_a_window_whose_shed_records_were_all_dropped_is_not_exact() -> None:
     sampled = got[(OTHER, 1100)]
     assert not est.exact[sampled] and est.sampled[sampled] == 1 and est.estimated_count[sampled] == 2
     assert est.estimated_sum[sampled] == 6.0
-
-    assert not est.exact[got[(K, 2000)]] and est.keep_probability[got[(K, 2000)]] == 0.5
-    for start in (2100, 2200):  # the epoch at log time start - margin is the lift's: nothing shed since
+    for start in (700, 2200):
         i = got[(K, start)]
         assert est.exact[i] and est.keep_probability[i] == 1.0 and est.relative_error[i] == 0.0
-    # emitted while the log sheds, but its records were routed by its end + margin, before the shed
-    assert est.exact[got[(K, 700)]] and est.estimated_count[got[(K, 700)]] == 1
-    assert not est.exact[got[(K, 800)]] and est.keep_probability[got[(K, 800)]] == 0.5
-
-
-def test_without_log_times_a_window_after_the_lift_is_not_claimed_exact() -> None:
-    """A view folded without the control records' times cannot tell when the lift came: every
-    window that saw nothing sampled counts shedding from the log's first epoch (conservative)."""
-    view = view_of(shedding(1, "in", 0.5), shedding(2, "in", 1.0))
-    w = Worker(0, view, AGG, exact_margin_ms=MARGIN)
-    w.step([marker(2, 0), data(K, 6.0, 9250, 2)])
-    rows = w.step([], watermark=20_000).results
-    est = estimate(rows.count, rows.sum, rows.excluded, rows.terms)
-    assert rows.window_start.tolist() == [9200] and not est.exact[0] and est.keep_probability[0] == 0.5
