@@ -277,8 +277,8 @@ class Router:
         if msgs:
             self._begin()
             self._route_batch(msgs)
-        elif self.envelopes.markers_due and self.checkpoint.assigned:
-            self._begin()
+        elif (owned := self.checkpoint.assigned) and (self.envelopes.markers_due or self.progress.due(owned)):
+            self._begin()  # a marker is owed, or progress not yet announced: the next commit writes it
         now = time.monotonic()
         if now >= self._next_stats:
             self._publish_stats()

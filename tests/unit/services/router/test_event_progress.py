@@ -154,3 +154,23 @@ def test_an_aborted_interval_takes_its_progress_and_spans_with_it():
     assert reported == {
         (NOW - 10_000 + 100 * o) // 1000 for o in range(10) if not keeps(0.5, 5, "in", 0, o)
     }
+
+
+def test_progress_held_back_by_the_interval_is_announced_once_it_passes_though_no_input_comes():
+    """The last records' progress must not wait for more input (or the statistics interval): an
+    idle router opens an interval to announce it once --progress-interval-ms has passed."""
+    router = make_router(
+        exactly_once=True, committed={("in", 0): 0}, progress_interval_ms=200, commit_interval_ms=1
+    )
+    router.consumer.script = [("assign", [("in", 0)]), ("batch", [event(0, 0, NOW - 5_000)])]  # type: ignore[attr-defined]
+    router.start()
+    router.step()  # assignment: markers (no progress yet), then the record
+    router.step()
+    router.checkpoint.commit()
+    said = [progress_of(m)[("in", 0)] for m in markers(router)]
+    assert NOW - 5_000 not in said  # within the interval of the first markers: held back
+    time.sleep(0.25)
+    for _ in range(3):  # idle turns: nothing to consume (a real consume() waits --poll-timeout-ms)
+        router.step()
+        time.sleep(0.01)
+    assert progress_of(markers(router)[-1]) == {("in", 0): NOW - 5_000}
