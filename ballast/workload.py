@@ -42,20 +42,30 @@ def flush_event(
 ) -> dict[str, Any]:
     """One event of its own key ``ahead_ms`` after ``last_event_time``.
 
-    Why: a window closes when the reduce's watermark (the highest event time seen, minus the delay)
-    passes its end, and the last windows of a finite input would never close. Routed after
-    everything else, this event raises the watermark past all of them. Its own window never
-    closes, and it is not part of any ground truth. ``seq`` goes into the payload's first 8 bytes,
-    like the sequence numbers of the events before it.
+    Why: a window closes when the reduce's watermark (the slowest input partition's event time,
+    minus the delay) passes its end, and the last windows of a finite input would never close.
+    Written into every input partition after everything else
+    (:meth:`ballast.harness.pipeline.Pipeline.flush`), this event moves every partition past them.
+    Its own window never closes, and it is not part of any ground truth. ``seq`` goes into the
+    payload's first 8 bytes, like the sequence numbers of the events before it.
 
-    ``ahead_ms``: just past the last window's end plus the watermark delay is enough, and safer
-    when the input is read back as a capped backlog: Spark may read the flush's partition ahead of
-    the others, and every record the others still hold then falls behind the watermark by up to
-    ``ahead_ms`` (beyond the correction horizon, uncounted, if that is an hour).
+    ``ahead_ms``: just past the last window's end plus the watermark delay is enough. A router
+    refuses an event further ahead of its clock than its ``--max-future-ms``: for input whose event
+    time is the wall clock, use :func:`flush_now`.
     """
     payload = b"" if seq is None else int(seq).to_bytes(8, "big")
     event_time = last_event_time + ahead_ms
     return {"key": FLUSH_KEY, "value": 0.0, "payload": payload, "event_time": event_time}
+
+
+def flush_now(last_event_time: int, ahead_ms: int, seq: int | None = None, now_ms: int | None = None) -> dict:
+    """The flush event of :func:`flush_event`, but never ahead of ``now_ms`` (the wall clock): for
+    input stamped with the wall clock, where a flush further ahead would be refused as ``future``.
+    Sent again every few seconds, it passes the last window once the clock has."""
+    import time
+
+    now = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    return flush_event(last_event_time, seq, ahead_ms=max(0, min(ahead_ms, now - last_event_time)))
 
 
 def closing_flush(last_event_time: int, window_ms: int, watermark_delay_ms: int) -> tuple[int, int]:

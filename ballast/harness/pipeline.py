@@ -47,7 +47,7 @@ from ballast.devstack.services import (
 )
 from ballast.devstack.state import ServiceState, StackState
 from ballast.harness.routed import MarkerWatch
-from ballast.kafka.clients import make_producer, produce_all
+from ballast.kafka.clients import DeliveryTracker, make_producer, produce_all, produce_waiting
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.groups import GroupOffsets
 from ballast.kafka.topics import TopicLayout
@@ -307,6 +307,27 @@ class Pipeline:
         if batch:
             sent += produce_all(self._producer, topic, iter(batch))
         return sent
+
+    def flush(self, event: dict[str, Any]) -> int:
+        """``event`` (a flush event, :func:`ballast.workload.flush_event`) into **every** partition
+        of the input topic, as it has them now; how many.
+
+        Why every partition: the reduce's event time follows the slowest input partition
+        (docs/reduce.md, "Time"), so the last windows close once each partition has shown progress
+        past them (or has been idle for the reduce's idle timeout)."""
+        from ballast.kafka.admin import make_admin, partition_count
+
+        if self._producer is None:
+            self._producer = make_producer(self.kafka.with_client_id(f"{self.layout.prefix}-input"))
+        topic = self.layout.name("input")
+        partitions = partition_count(make_admin(self.kafka), topic)
+        value = AvroCodec("io.ballast.InputEvent").encode(event)
+        tracker = DeliveryTracker()
+        for p in range(partitions):
+            produce_waiting(self._producer, topic, value, event["key"].encode(), tracker, partition=p)
+        self._producer.flush(60)
+        tracker.raise_if_failed()
+        return partitions
 
     # --- watching --------------------------------------------------------------------------------
 

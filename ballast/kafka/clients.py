@@ -66,19 +66,21 @@ def produce_waiting(
     value: bytes,
     key: bytes | None = None,
     on_delivery: Callable[..., None] | None = None,
+    partition: int | None = None,
 ) -> None:
-    """Produce one record, waiting while the local queue is full instead of failing.
+    """Produce one record (to ``partition``, or where the key hashes), waiting while the local queue
+    is full instead of failing.
 
     Why: ``produce`` raises ``BufferError`` at once when librdkafka's queue is full; serving
     delivery reports (``poll``) is what empties it, so a loader that produces faster than the
     broker takes must poll and try again, not drop the record.
     """
+    extra: dict = {} if partition is None else {"partition": partition}
+    if on_delivery is not None:
+        extra["on_delivery"] = on_delivery
     while True:
         try:
-            if on_delivery is None:
-                producer.produce(topic, value, key)
-            else:
-                producer.produce(topic, value, key, on_delivery=on_delivery)
+            producer.produce(topic, value, key, **extra)
             return
         except BufferError:
             producer.poll(0.05)

@@ -257,7 +257,7 @@ def _drive(r: ModeRun, params: Params, events: Events, pins_epoch: int, began: f
     assert story is not None and asked is not None
     last_time = int(events.times[produced - 1])
     closing, ahead = closing_flush(last_time, params.window_ms, delay_ms(params.watermark_delay))
-    pipe.produce([flush_event(last_time, seq=produced, ahead_ms=ahead)])
+    pipe.flush(flush_event(last_time, seq=produced, ahead_ms=ahead))  # into every input partition
     _wait_closed(r, closing)
     log(f"{mode}: every window closed; stopping ({time.monotonic() - began:.0f} s)")
     pipe.stop(pipe.reduce_name(r.job), timeout=120)

@@ -56,8 +56,6 @@ class Params:
     drain_off: bool = True  # the off case waits for its backlog and checks its results too
     window_ms: int = 10_000
     watermark_delay: str = "10 seconds"
-    # the reduce's --exact-margin: a window is exact again only if it starts this long after the lift
-    exact_margin: str = "10 seconds"
     trigger: str = "2 seconds"
     target_s: float = 30.0  # the stream's latency target (seconds of time lag)
     min_accuracy: float = 0.2  # the stream's keep-probability floor

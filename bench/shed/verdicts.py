@@ -152,9 +152,9 @@ def lifting(keeps: Sequence[Mapping[str, Any]], overload_end_ms: int, cycle_s: f
 def exact_again(first_exact_ms: int | None, applied_ms: int | None, window_ms: int,
                 overload_end_ms: int, margin_ms: int = 0) -> dict[str, Any]:  # fmt: skip
     """Acceptance 6, its second half: every window starting ``margin_ms`` or more after the lift was
-    applied is exact. The margin is the reduce's ``--exact-margin``: a window starting closer to the
-    lift could hold records routed under the shed, so the reduce does not call it exact
-    (docs/results.md)."""
+    applied is exact. A row is exact unless a router reported shedding records of its window
+    (docs/results.md), so with routers keeping up, the first window after the lift is; a margin
+    allows for routers that lag their input at the lift (records of later windows still shed)."""
     # the first window starting at least the margin after the lift was applied
     due = None if applied_ms is None else -(-(applied_ms + margin_ms) // window_ms) * window_ms
     ok = first_exact_ms is not None and due is not None and first_exact_ms <= due

@@ -22,7 +22,6 @@ from ballast.status.snapshot import DeploymentStatus
 from ballast.status.watch import StatusWatch
 from services.demo.settings import DemoSettings
 
-EXACT_MARGIN = "10 seconds"  # a window is exact again only if it starts this long after a lift
 CYCLE_S = 5.0  # the shedder's policy cycle: no shorter than the micro-batch interval
 
 
@@ -70,7 +69,6 @@ class DemoRun:
             f"aggregate:size={s.window}",
             local_cores=self.layout.workers,
             watermark_delay=s.watermark_delay,
-            exact_margin=EXACT_MARGIN,
             trigger=s.trigger,
             record_cost_us=s.record_cost_us,
             log_level="ERROR",

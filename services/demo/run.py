@@ -47,7 +47,7 @@ from ballast.harness.feed import Feeder
 from ballast.harness.pipeline import ServiceFailed
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import LayoutSettings, TopicLayout
-from ballast.workload import closing_flush, flush_event
+from ballast.workload import closing_flush, flush_now
 from services.demo import measure, verdicts
 from services.demo.deployment import CYCLE_S, DemoRun
 from services.demo.settings import DemoSettings
@@ -235,8 +235,9 @@ def _close_windows(s: DemoSettings, runs: list[DemoRun], events: Events, view: D
             if r.watermark() >= closing:
                 closed[r.name] = True
                 view.say(f"{r.name}: every window closed")
-            elif flush:  # a flush event may itself be shed: one every few seconds until it passes
-                r.pipe.produce([flush_event(last_time, seq=seq, ahead_ms=ahead)])
+            elif flush:  # a flush event may itself be shed, and may not run ahead of the clock:
+                # one into every input partition every few seconds until the watermark passes
+                r.pipe.flush(flush_now(last_time, ahead, seq=seq))
         if flush:
             last_flush, seq = now, seq + 1
         left = deadline - time.monotonic()

@@ -123,10 +123,11 @@ class ReduceKit:
         return self.pipe.routed()
 
     def flush_after(self, n: int, event_time: int, timeout: float = 300.0, ahead_ms: int = FLUSH_MS) -> None:
-        """Once the routers committed all ``n`` events, the flush event (:func:`flush_event`): Spark's
-        watermark passes every window, so every window is emitted (its own never closes)."""
+        """Once the routers committed all ``n`` events, the flush event (:func:`flush_event`) into every
+        input partition: every worker's watermark passes every window, so every window is emitted
+        (its own never closes)."""
         self.pipe.wait_routed(n, timeout)
-        self.produce([flush_event(event_time, ahead_ms=ahead_ms)])
+        self.pipe.flush(flush_event(event_time, ahead_ms=ahead_ms))
 
     # --- processes --------------------------------------------------------------------------------
 
