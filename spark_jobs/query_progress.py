@@ -21,12 +21,20 @@ WATERMARKS = "watermarks"  # the reduce's observed metric: each worker's waterma
 def worker_watermarks(progress: dict[str, Any]) -> dict[int, int]:
     """Per worker that ran in the batch, its watermark (the reduce observes them; Spark's own
     ``eventTime.watermark`` says nothing, the query declares none)."""
-    observed = (progress.get("observedMetrics") or {}).get(WATERMARKS) or {}
+    observed = _plain((progress.get("observedMetrics") or {}).get(WATERMARKS)) or {}
     out: dict[int, int] = {}
     for item in observed.get("workers") or ():
+        item = _plain(item)
         if isinstance(item, dict) and item.get("worker") is not None and item.get("ms") is not None:
             out[int(item["worker"])] = int(item["ms"])
     return out
+
+
+def _plain(value: Any) -> Any:
+    """A ``pyspark.sql.Row`` (how a live query's progress holds observed metrics) as a dict; a dict
+    (from the progress's JSON) as it is."""
+    as_dict_ = getattr(value, "asDict", None)
+    return as_dict_(recursive=True) if callable(as_dict_) else value
 
 
 def iso_ms(iso: str | None) -> int:

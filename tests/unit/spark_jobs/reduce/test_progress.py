@@ -101,3 +101,12 @@ def test_the_jobs_watermark_is_its_slowest_workers_and_a_worker_that_did_not_run
     assert job.after(batch((0, 10_000), (1, 5_000))) == 5_000
     assert job.after(batch((1, 12_000))) == 10_000  # worker 0 did not run: still at 10 s
     assert job.after(batch((0, 20_000), (2, 7_000))) == 7_000  # a worker's first batch counts
+
+
+def test_a_live_querys_observed_metrics_are_rows_and_read_the_same():
+    """``query.lastProgress`` of a running query holds observed metrics as ``Row`` objects, not
+    dicts (its JSON holds dicts): both read the same."""
+    from pyspark.sql import Row
+
+    live = {**SPARK_PROGRESS, "observedMetrics": {"watermarks": Row(workers=[Row(worker=3, ms=42)])}}
+    assert JobWatermark().after(live) == 42
