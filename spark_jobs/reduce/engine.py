@@ -286,6 +286,7 @@ class WorkerStep:
         started = time.perf_counter()
         self.now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
         self.watermark = int(self.meta["watermark"])
+        self._reached = self.watermark  # raised marker by marker as progress is read
         if rows is not None and len(rows):
             control = rows["kind"].to_numpy() == CONTROL
             if control.any():
@@ -294,9 +295,9 @@ class WorkerStep:
                 rows = rows[~control]
         if rows is not None and len(rows):
             rows = rows.sort_values("offset", kind="stable").reset_index(drop=True)
-            self.clock.saw_log_time(int(rows["timestamp"].to_numpy().max()))
             self._consume(rows)
-        self.watermark = self.clock.watermark(self.watermark)
+            self.clock.saw_log_time(int(rows["timestamp"].to_numpy().max()))
+        self.watermark = self.clock.watermark(self._reached)
         self._settle_owed_done()
         self._emit_due()
         self._forget_old_spans()  # after emission: a window the watermark just passed uses them
@@ -471,6 +472,8 @@ class WorkerStep:
             for i in np.flatnonzero(legacy & ~future).tolist():
                 topic = topics[i] if topics is not None and isinstance(topics[i], str) else self._topic
                 self.clock.announce_legacy(f"{topic}:{int(parts[i])}", int(clamped[i]), int(stamps[i]))
+            if (legacy & ~future).any():
+                self._advance(int(stamps[legacy & ~future].max()))
         return future
 
     def _keep(self, block: pd.DataFrame, epochs: np.ndarray) -> np.ndarray:
@@ -653,6 +656,15 @@ class WorkerStep:
         times = _listed(r.get("cover_times"))
         for pid, event_ms in zip(covers, times, strict=False):
             self.clock.announce(pid, -1 if event_ms is None else int(event_ms), stamp)
+        self._advance(stamp)
+
+    def _advance(self, log_ms: int) -> None:
+        """The watermark this far into the routed partition (at log time ``log_ms``). Why not only
+        at the batch's end: a batch may end with records appended long after the last progress (a
+        backlog read at once, chunks written again), and every partition would look idle then,
+        holding the watermark where the batch began though every partition had advanced."""
+        self.clock.saw_log_time(log_ms)
+        self._reached = self.clock.watermark(self._reached)
 
     def _shed(self, first: int, last: int, keep: float) -> None:
         """A router shed records that would have come here with event times in [first, last]: no

@@ -143,3 +143,18 @@ def test_no_single_record_moves_the_watermark() -> None:
         assert o.dead == []
         counted.update(windows(o))
     assert counted == {(k, s * 1_000): 1 for k in (A, B) for s in range(1, 3)}  # watermark 5 s - 2 s
+
+
+def test_progress_read_in_a_batch_counts_though_the_batch_ends_long_after_it() -> None:
+    """A backlog read at once that ends with records appended minutes later (state chunks written
+    again, say): every partition advanced in the batch and then went silent. The watermark keeps
+    what they showed; the silence after it only holds it there. Found by replaying an end-to-end
+    run's routed topic: the replaying job's watermark stayed where its first batches left it."""
+    w = worker()
+    rows = [at("in:0", 0, 0), at("in:1", 0, 0)]
+    for s in range(1, 30):
+        rows += [rec(A, s * 1_000, s * 1_000), at("in:0", s * 1_000, s * 1_000)]
+        rows += [rec(B, s * 1_000, s * 1_000), at("in:1", s * 1_000, s * 1_000)]
+    rows.append(rec(A, 29_500, 300_000))  # appended five minutes later
+    out = w.step(rows, watermark=None)
+    assert out.stats["watermark_ms"] == 29_000 - DELAY
