@@ -141,6 +141,7 @@ def judge(
     margin_ms: int,
     reach_ms: int,
     miss_p: float = MISS_P,
+    spans: Sequence[tuple[str, int, int]] = (),
 ) -> dict[str, Any]:
     """The run's figures (see the module docstring for every definition)."""
     cls, letter_figures = letter_classes(records, letters)
@@ -202,6 +203,7 @@ def judge(
     lost = int(shortfall.sum()) + int(offered[missing].sum()) + junk_unlettered
     wrong_final = false_exact | over | unexpected
     late_records = int(np.isin(cls, LATE).sum())
+    late_times = records.time[np.isin(cls, LATE)]
     skewed = records.delivered & (records.kind == SKEWED)
 
     coverage = _coverage(both, has_row, has_truth, exact, explained, offered, late_n, true_sum)
@@ -225,6 +227,7 @@ def judge(
         "rows_wrong": int(wrong_final.sum()) + early_over + inconsistent,
         "false_exact": int(false_exact.sum()),
         "late_records": late_records,
+        "late_near_faults": _near(late_times, spans, window_ms + margin_ms),
         "lost_detail": {
             "exact_rows_short": int(shortfall.sum()),
             "windows_missing": int(missing.sum()),
@@ -291,6 +294,17 @@ def _coverage(
         "no_estimate": int(opaque.sum()),
         "no_estimate_over": int((opaque & (seen > offered)).sum()),
     }
+
+
+def _near(times: np.ndarray, spans: Sequence[tuple[str, int, int]], before_ms: int) -> dict[str, int]:
+    """How many of ``times`` fall in each span (from ``before_ms`` before its start to its end), and
+    how many in none: which fault a late record's event time points at."""
+    out = {label: int(((times >= a - before_ms) & (times <= b)).sum()) for label, a, b in spans}
+    hit = np.zeros(times.size, dtype=bool)
+    for _, a, b in spans:
+        hit |= (times >= a - before_ms) & (times <= b)
+    out["none"] = int((~hit).sum())
+    return out
 
 
 def _num(frame: pd.DataFrame, column: str) -> np.ndarray:

@@ -20,7 +20,9 @@ Why these defaults (each a flag of ``python -m bench.chaos``):
   start its Python workers (tens of seconds on 2 shared cores, one first batch took 80 s with three
   brokers starting up beside it); the campaign's clock and its faults start once the reduce has
   read the warm-up (its records are judged like any other);
-* ``target_s`` 20 s: the shedder's lag target, and the line a fault's recovery is measured against.
+* ``target_s`` 30 s: the shedder's lag target, and the line a fault's recovery is measured against.
+  With 20 s the calm input already lagged 15 to 18 s on 2 shared cores with three brokers, and the
+  shedder shed before the burst; the target must sit well above the lag while the pipeline keeps up.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ class Params:
     router_session_timeout_ms: int = 10_000
     controller_interval_s: float = 5.0
     theta: float = 0.3
-    target_s: float = 20.0
+    target_s: float = 30.0
     min_accuracy: float = 0.3
     cycle_s: float = 5.0
     shedder_stop_after_s: float = 15.0

@@ -2,8 +2,8 @@
 under the shedder's target. Pure: the shedder's lag samples and the faults in, figures out.
 
 The lag is what ``ballast lag`` and the shedder read: the ``LagSample``s on the metrics topic, the
-largest partition's per stage (router, reduce), summed where both were measured at one time (the
-wait of a record at both heads: what the target bounds). A fault *ends* when its effect does (the
+largest partition's per stage (router, reduce), each measurement summed with the other stage's
+newest (the wait of a record at both heads: what the target bounds). A fault *ends* when its effect does (the
 restarted service said it is ready, the stopped one was continued, every broker answers again, the
 skewed producer finished, the junk was written). Its recovery is the first sample at or after the
 end under the target; ``None`` when the lag never got back under it before the run ended. The lag
@@ -18,11 +18,18 @@ from typing import Any
 
 
 def pipeline_lag(samples: Sequence[tuple[int, str, float]]) -> list[tuple[int, float, float]]:
-    """(measured at ms, router lag, reduce lag) where both stages were measured at that time."""
+    """(measured at ms, router lag, reduce lag) at each measurement of either stage, the other
+    stage's newest beside it (the shedder measures the stages at their own moments)."""
     by: dict[int, dict[str, float]] = {}
     for at, stage, v in samples:
         by.setdefault(at, {})[stage] = v
-    return [(at, s["router"], s["reduce"]) for at, s in sorted(by.items()) if "router" in s and "reduce" in s]
+    newest: dict[str, float] = {}
+    out = []
+    for at, stages in sorted(by.items()):
+        newest.update(stages)
+        if "router" in newest and "reduce" in newest:
+            out.append((at, newest["router"], newest["reduce"]))
+    return out
 
 
 def recovery(

@@ -255,7 +255,12 @@ def _judge(
     window = interval_ms(p.window)
     margin = interval_ms(p.exact_margin)
     reach = interval_ms(p.correction_horizon)
-    figures = judge(records, rb.letters, rb.rows, keeps, window, closed_to, margin, reach)
+    spans = [
+        (f"{f.spec.kind} {f.spec.target}", f.injected_at, f.ended_at or f.injected_at)
+        for f in injector.faults
+        if f.injected_at
+    ]
+    figures = judge(records, rb.letters, rb.rows, keeps, window, closed_to, margin, reach, spans=spans)
     lag = pipeline_lag(rb.lag)
     faults = [f.as_dict() for f in injector.faults]
     for f in faults:

@@ -193,8 +193,18 @@ def test_recovery_is_the_first_sample_under_target_after_the_fault_ended() -> No
             (12_000, "router", 1.0),
         ]
     )
-    assert lag == [(1_000, 1.0, 4.0), (5_000, 10.0, 25.0), (9_000, 2.0, 5.0)]
+    assert lag == [(1_000, 1.0, 4.0), (5_000, 10.0, 25.0), (9_000, 2.0, 5.0), (12_000, 1.0, 5.0)]
     r = recovery({"injected_at": 2_000, "ended_at": 4_000}, lag, 20.0)
     assert r == {"recovery_s": 5.0, "lag_at_injection_s": 5.0, "peak_lag_s": 35.0, "recovered": True}
-    never = recovery({"injected_at": 2_000, "ended_at": 10_000}, lag, 20.0)
+    never = recovery({"injected_at": 2_000, "ended_at": 13_000}, lag, 20.0)
     assert never["recovery_s"] is None and not never["recovered"]
+
+
+def test_late_records_are_attributed_to_the_faults_their_event_times_point_at() -> None:
+    late = (Letter("late", "reduce", 1), Letter("too-late", "reduce", 2))
+    spans = [("stop-router router-1", 1_500, 5_000), ("kill-broker broker-2", 50_000, 60_000)]
+    r = judge(
+        THREE, list(late), frame(row("a", 0, 1, 1.0, excluded_records=1)), [], W, UNTIL, 0, REACH, spans=spans
+    )
+    assert r["late_records"] == 2
+    assert r["late_near_faults"] == {"stop-router router-1": 1, "kill-broker broker-2": 0, "none": 1}
