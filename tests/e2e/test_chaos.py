@@ -55,7 +55,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "--workdir",
         str(work),
     ]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=1200, check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=850, check=False)
     assert out.exists(), f"no report; exit {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     report = json.loads(out.read_text())
     report["exit_code"], report["stdout"] = done.returncode, done.stdout
