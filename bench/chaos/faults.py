@@ -9,8 +9,9 @@ process continued, a killed one restarted) whatever happened. Each fault goes th
 hold, ``recovering`` (restarted, continued, restarted broker rejoining) → ``ended`` (the restarted
 service said it is ready; every broker answers; the skewed producer finished)
 
-and records when each happened. A fault whose target is busy (a service still restarting from an
-earlier fault or exit) waits: its ``injected_at`` says when it really happened.
+and records when each happened. A fault whose target is busy (a service still held or restarting
+from an earlier fault or exit, or back from one less than ``min_gap_s`` ago) waits: its
+``injected_at`` says when it really happened.
 
 How each is done, as an operator's tooling would: services through the stack's supervisor
 (``kill -9`` = SIGKILL to every process group below the service, SIGSTOP/SIGCONT likewise), a
@@ -135,7 +136,13 @@ class Injector:
         return {f.service for f in self.faults if f.service and f.phase in ("injected", "recovering")}
 
     def _busy(self, f: Fault) -> bool:
-        return bool(f.service) and (f.service in self.held() or f.service in self.restarting)
+        """Its service is held by another fault, restarting, or came back less than ``min_gap_s``
+        ago (two faults on one service back to back would be one long fault)."""
+        if not f.service:
+            return False
+        recent = now_ms() - int(self.params.min_gap_s * 1000)
+        back = any(g.service == f.service and g.ended_at > recent for g in self.faults if g is not f)
+        return back or f.service in self.held() or f.service in self.restarting
 
     # --- injecting and ending -----------------------------------------------------------------------
 
