@@ -27,7 +27,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     runs = [r for r in report["runs"] if "series" in r]
     if not runs:
         return
-    fig, axes = plt.subplots(len(runs), 1, figsize=(13, 3.2 * len(runs)), squeeze=False)
+    fig, axes = plt.subplots(len(runs), 1, figsize=(15, 3.2 * len(runs)), squeeze=False)
     target = report["params"]["target_s"]
     for ax, run in zip(axes[:, 0], runs, strict=True):
         _panel(ax, run, target)
@@ -98,7 +98,9 @@ def _panel(ax: Any, run: dict[str, Any], target: float) -> None:
     )
     lines = ax.get_legend_handles_labels()
     more = right.get_legend_handles_labels()
-    ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="upper right")
+    ax.legend(
+        lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="upper left", bbox_to_anchor=(1.06, 1.0)
+    )
 
 
 def redraw(json_path: str) -> None:
