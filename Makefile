@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 CACHE ?= .cache
 ARGS ?=
 
-.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-controller bench-router bench-router-compare bench-router-startup bench-reduce bench-reduce-throughput bench-reduce-soak bench-reduce-calm bench-control bench-migration bench-shed clean-cache
+.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-controller bench-router bench-router-compare bench-router-startup bench-reduce bench-reduce-throughput bench-reduce-soak bench-reduce-calm bench-control bench-migration bench-shed chaos clean-cache
 
 setup:
 	@bash deploy/setup.sh
@@ -72,3 +72,8 @@ bench-migration: setup
 # load shedding under 2x overload, on and off (bench/results/shed.json and .png; ARGS=--quick)
 bench-shed: setup
 	$(PY) -m bench.shed $(ARGS)
+
+# the fault campaign over the whole pipeline on three brokers (bench/results/chaos.json and .png;
+# ARGS="--seeds 1 --short" for one short run; docs/chaos.md)
+chaos: setup
+	$(PY) -m bench.chaos $(ARGS)

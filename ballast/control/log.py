@@ -52,6 +52,9 @@ _NOT_READY = (
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.UNKNOWN_TOPIC_OR_PART,
+    # librdkafka's own word for a partition its metadata does not hold yet: on a cluster of several
+    # brokers, the one asked right after the topic was made may not know it for a moment
+    KafkaError._UNKNOWN_PARTITION,
 )
 
 # the writer appends a TABLE_SNAPSHOT once this many epochs passed since the last one

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from ballast.cli.connection import ConnectionSettings
 from ballast.cli.console import UsageError, add_command, print_table, say
+from ballast.devstack.brokers import start_node, stop_node, wait_for_cluster
 from ballast.devstack.connect import count_lines, file_source_config, load_file, source_position
 from ballast.devstack.jvm import StackSettings
 from ballast.devstack.pipeline import PipelineSettings, start_pipeline
@@ -161,6 +162,38 @@ def _spark_rows(spark: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def _recorded_node(args: argparse.Namespace) -> tuple[StackState, int]:
+    state = StackState.load(_state_dir(args))
+    try:
+        state.node(args.node)
+    except KeyError:
+        ids = ", ".join(str(n.node_id) for n in state.nodes)
+        where = f"in the stack at {state.state_dir} (brokers: {ids})"
+        raise UsageError(f"no broker {args.node} {where}") from None
+    return state, args.node
+
+
+def cmd_stack_kill_broker(args: argparse.Namespace) -> int:
+    """kill -9 one broker of the stack, found by its recorded pid (a machine failure, for fault tests)."""
+    state, node_id = _recorded_node(args)
+    pid = state.node(node_id).pid
+    if not pid_alive(pid, state.state_dir):
+        print(f"broker {node_id} is not running")
+        return 0
+    stop_node(state, node_id, hard=True)
+    print(f"broker {node_id} killed (pid {pid}); `ballast stack start-broker {node_id}` starts it again")
+    return 0
+
+
+def cmd_stack_start_broker(args: argparse.Namespace) -> int:
+    """Start one recorded broker again on its data, and wait until the cluster has all its brokers."""
+    state, node_id = _recorded_node(args)
+    start_node(state, node_id, StackSettings.from_args(args), say)
+    wait_for_cluster(state.bootstrap, len(state.nodes), args.timeout, [state.node(node_id).log], say)
+    print(f"broker {node_id} running (pid {state.node(node_id).pid}); {len(state.nodes)} brokers answer")
+    return 0
+
+
 def cmd_stack_down(args: argparse.Namespace) -> int:
     state = stop_stack(_state_dir(args), purge=args.purge)
     print("stack stopped" if state else "no stack recorded there; nothing to stop")
@@ -258,6 +291,20 @@ def register_stack(sub: argparse._SubParsersAction) -> None:
     ConnectionSettings.add_arguments(down, only=("state_dir",))
     down.add_argument("--purge", action="store_true", help="also delete the state folder (data and logs)")
     down.set_defaults(func=cmd_stack_down)
+    kill = add_command(
+        stack_sub, "kill-broker", "kill -9 one broker of the stack (its recorded pid): a node failure"
+    )
+    ConnectionSettings.add_arguments(kill, only=("state_dir",))
+    kill.add_argument("node", type=int, metavar="N", help="the broker's node id (1, 2 or 3)")
+    kill.set_defaults(func=cmd_stack_kill_broker)
+    start = add_command(
+        stack_sub, "start-broker", "start one recorded broker again on its data and wait for the cluster"
+    )
+    ConnectionSettings.add_arguments(start, only=("state_dir",))
+    StackSettings.add_arguments(start)
+    start.add_argument("node", type=int, metavar="N", help="the broker's node id (1, 2 or 3)")
+    start.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the cluster")
+    start.set_defaults(func=cmd_stack_start_broker)
 
 
 

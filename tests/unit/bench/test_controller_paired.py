@@ -12,8 +12,10 @@ from bench.controller.paired import paired, t975
 pytestmark = pytest.mark.unit
 
 
-@pytest.mark.parametrize(("df", "exact"), [(1, 12.706), (4, 2.776), (29, 2.045), (31, 2.040),
-                                            (40, 2.021), (60, 2.000), (120, 1.980)])
+@pytest.mark.parametrize(
+    ("df", "exact"),
+    [(1, 12.706), (4, 2.776), (29, 2.045), (31, 2.040), (40, 2.021), (60, 2.000), (120, 1.980)],
+)
 def test_the_t_quantile_matches_the_tables(df, exact):
     assert t975(df) == pytest.approx(exact, abs=0.0015)
 

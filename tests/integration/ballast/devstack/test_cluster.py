@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka import Producer
 
 from ballast.devstack.brokers import stop_node
+from ballast.devstack.processes import pid_alive
 from ballast.devstack.stack import stop_stack
 from ballast.devstack.state import StackState
 from ballast.kafka.admin import ensure_topics, make_admin
@@ -89,3 +90,41 @@ def test_three_brokers_survive_one_stopped(cluster, unique):
     consumer.close()
     values = sorted(int(m.value()) for m in msgs)
     assert values == list(range(2 * PER_PHASE)), f"got {len(values)} records"
+
+
+def _stack(*args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "ballast.cli", "stack", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_a_broker_killed_and_started_again_through_the_cli(cluster, unique):
+    """``ballast stack kill-broker N`` kills the recorded pid (kill -9), ``start-broker N`` brings the
+    node back on its data; writes with acks=all go on meanwhile and nothing is lost."""
+    folder = cluster.state_dir
+    cfg = KafkaConfig.plaintext(cluster.bootstrap, "cluster-cli-test")
+    admin = make_admin(cfg)
+    started = _stack("start-broker", "2", "--state-dir", folder)  # stopped by the test above, if it ran
+    assert started.returncode == 0, started.stderr
+    assert sorted(admin.list_topics(timeout=10).brokers) == [1, 2, 3]
+    assert _stack("kill-broker", "7", "--state-dir", folder).returncode == 2  # no such broker: one line
+
+    pid = StackState.load(folder).node(3).pid
+    killed = _stack("kill-broker", "3", "--state-dir", folder)
+    assert killed.returncode == 0 and f"pid {pid}" in killed.stdout, killed.stderr
+    assert not pid_alive(pid) and StackState.load(folder).node(3).pid is None
+    wait_until(lambda: sorted(admin.list_topics(timeout=10).brokers) == [1, 2], 60, "broker 3 to leave")
+    topic = unique("killed")
+    ensure_topics(admin, [TopicSpec("test", topic, 3, {})])
+    tracker = DeliveryTracker()
+    producer = Producer(cfg.producer(acks="all", **{"message.timeout.ms": 120_000}))
+    _produce(producer, topic, 0, 2_000, tracker)
+    assert producer.flush(120) == 0
+
+    again = _stack("start-broker", "3", "--state-dir", folder)
+    assert again.returncode == 0, again.stderr
+    assert pid_alive(StackState.load(folder).node(3).pid, folder)
+    _produce(producer, topic, 2_000, 2_000, tracker)
+    assert producer.flush(120) == 0
+    tracker.raise_if_failed()
+    assert tracker.delivered == 4_000
+    assert sorted(admin.list_topics(timeout=10).brokers) == [1, 2, 3]
