@@ -1,27 +1,16 @@
 """The campaign's deployment: the whole pipeline as services, started as a user starts them.
 
 Two routers, the controller with its rebalancing loop on, the Spark reduce and the shedder, each
-its own ``ballast … run`` process under the stack's supervisor. Settings that the code under test
-may not have yet (the reduce's idle-partition timeout, the routers' future bound) go through the
-services' environment (``BALLAST_REDUCE_IDLE_TIMEOUT``, ``BALLAST_ROUTER_MAX_FUTURE``): a service
-that does not know them ignores them, so the campaign runs on code with and without them, and the
-report says which the code has (:func:`supported`).
+its own ``ballast … run`` process under the stack's supervisor, with the reduce's idle-partition
+timeout and the routers' future bound set as flags.
 """
 
 from __future__ import annotations
 
-import subprocess
-from dataclasses import replace
-
-from ballast.devstack.services import ServiceCommand, ballast_argv
+from ballast.devstack.services import ServiceCommand
 from ballast.harness.pipeline import Pipeline
 from bench.chaos.params import Params
 from bench.chaos.plan import ROUTER
-
-FLAGS = {
-    "reduce_idle_timeout": (("reduce", "run"), "--idle-timeout"),
-    "router_max_future": (("router", "run"), "--max-future"),
-}
 
 
 def job_of(pipe: Pipeline) -> str:
@@ -39,9 +28,10 @@ def commands(pipe: Pipeline, p: Params) -> dict[str, ServiceCommand]:
             stats_interval_s=1,
             heavy_hitters_top=1000,
             session_timeout_ms=p.router_session_timeout_ms,
+            max_future_ms=p.router_max_future_ms,
             log_level="warning",
         )
-        out[router.name] = _env(router, BALLAST_ROUTER_MAX_FUTURE=p.router_max_future)
+        out[router.name] = router
     out["controller"] = pipe.controller(
         "chaos",
         name="controller",
@@ -73,12 +63,12 @@ def commands(pipe: Pipeline, p: Params) -> dict[str, ServiceCommand]:
         local_cores=p.workers,
         watermark_delay=p.watermark_delay,
         correction_horizon=p.correction_horizon,
-        exact_margin=p.exact_margin,
+        idle_timeout=f"{p.idle_timeout_s:g} seconds",
         trigger=p.trigger,
         record_cost_us=p.record_cost_us,
         log_level="ERROR",
     )
-    out[reduce.name] = _env(reduce, BALLAST_REDUCE_IDLE_TIMEOUT=f"{p.idle_timeout_s:g} seconds")
+    out[reduce.name] = reduce
     return out
 
 
@@ -90,18 +80,3 @@ def targets(pipe: Pipeline, p: Params) -> dict[str, str]:
         "shedder": "shedder",
         "reduce": pipe.reduce_name(job_of(pipe)),
     }
-
-
-def _env(command: ServiceCommand, **env: str) -> ServiceCommand:
-    return replace(command, env={**command.env, **env})
-
-
-def supported() -> dict[str, bool]:
-    """Which of the settings passed through the environment the code under test has (its ``-h``)."""
-    out = {}
-    for name, (command, flag) in FLAGS.items():
-        done = subprocess.run(
-            ballast_argv([*command, "-h"]), capture_output=True, text=True, timeout=120, check=False
-        )
-        out[name] = flag in done.stdout
-    return out

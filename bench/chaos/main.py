@@ -12,7 +12,6 @@ from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
-from bench.chaos.deployment import supported
 from bench.chaos.params import RESULTS, SHORT, Params, log
 from bench.chaos.plan import check
 from bench.chaos.plot import plot
@@ -56,11 +55,10 @@ def run_campaign(
         "params": asdict(p),
         "short": short,
         "started_at": time.time(),
-        "code_has": supported(),
         "folder": str(folder),
         "runs": [],
     }
-    log(f"campaign of {len(seeds)} seed(s) in {folder}; the code has {report['code_has']}")
+    log(f"campaign of {len(seeds)} seed(s) in {folder}")
     for seed in seeds:
         run = run_seed(p, seed, folder, log)
         run["verdicts"] = verdicts(run)

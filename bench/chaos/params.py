@@ -14,7 +14,7 @@ Why these defaults (each a flag of ``python -m bench.chaos``):
   than the reduce's idle-partition timeout (docs/chaos.md): no record may turn late because of it;
 * ``reduce_stop_s`` 20 s, ``shedder_stop_after_s`` 15: the reduce is stopped for longer than the
   time after which the shedder declares it stopped (its only timeout a watcher sees);
-* ``router_max_future`` 5 s: the routers dead-letter records further ahead of their clock, so the
+* ``router_max_future_ms`` 5 s: the routers dead-letter records further ahead of their clock, so the
   30-minute-ahead producer's records end in the dead-letter topic;
 * ``warmup_records`` 2,000: the reduce's first micro-batches with data open its state stores and
   start its Python workers (tens of seconds on 2 shared cores, one first batch took 80 s with three
@@ -54,10 +54,12 @@ class Params:
     window: str = "10s"
     watermark_delay: str = "10 seconds"
     correction_horizon: str = "2 minutes"
-    exact_margin: str = "10 seconds"
+    # the judge's grace around a window when it asks whether a shed was in force (records are routed
+    # a little after their event time): a window with no row counts as shed only then
+    shed_margin: str = "10 seconds"
     trigger: str = "2 seconds"
-    idle_timeout_s: float = 30.0  # the reduce's idle-partition timeout (BALLAST_REDUCE_IDLE_TIMEOUT)
-    router_max_future: str = "5 seconds"  # BALLAST_ROUTER_MAX_FUTURE
+    idle_timeout_s: float = 30.0  # the reduce's --idle-timeout
+    router_max_future_ms: int = 5_000  # the routers' --max-future-ms
     router_session_timeout_ms: int = 10_000
     controller_interval_s: float = 5.0
     theta: float = 0.3

@@ -253,7 +253,7 @@ def _judge(
     rb = read_back(pipe.kafka, pipe.layout, job_of(pipe), records)
     keeps = keep_series(rb.control, pipe.layout.name("input"))
     window = interval_ms(p.window)
-    margin = interval_ms(p.exact_margin)
+    margin = interval_ms(p.shed_margin)
     reach = interval_ms(p.correction_horizon)
     spans = [
         (f"{f.spec.kind} {f.spec.target}", f.injected_at, f.ended_at or f.injected_at)
