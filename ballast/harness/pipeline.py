@@ -315,12 +315,11 @@ class Pipeline:
         Why every partition: the reduce's event time follows the slowest input partition
         (docs/reduce.md, "Time"), so the last windows close once each partition has shown progress
         past them (or has been idle for the reduce's idle timeout)."""
-        from ballast.kafka.admin import make_admin, partition_count
-
         if self._producer is None:
             self._producer = make_producer(self.kafka.with_client_id(f"{self.layout.prefix}-input"))
         topic = self.layout.name("input")
-        partitions = partition_count(make_admin(self.kafka), topic)
+        # asked of the producer itself: its metadata then knows a partition added since it started
+        partitions = len(self._producer.list_topics(topic, timeout=30).topics[topic].partitions)
         value = AvroCodec("io.ballast.InputEvent").encode(event)
         tracker = DeliveryTracker()
         for p in range(partitions):
