@@ -22,34 +22,6 @@ Pending runs of a rehash (``SCALE``) are registered when their records or chunks
 owner announces *shipment done* per rehash epoch (a chunk with an empty key), after which its
 keys will get no chunk: their runs complete with what they hold.
 
-**New owner.** Records of a pending run are taken in at once: into partial rows (mergeable
-processors, merged with the chunk when it comes) or appended to the held list (the others,
-replayed onto the chunk's state). **Old owner.** Markers advance the frontier; when it passes an
-epoch, the keys that epoch moves away are shipped, a run still pending being shipped the moment
-its own chunk completes it.
-
-**Windows.** A row is emitted once the watermark reaches its window's end, from a complete run
-whose end is not known: the end is asked of the control log *as the micro-batch read it* (the job
-reads the control topic as a second source: ``CONTROL`` rows carry its end to every worker), not
-only of the epochs this partition has carried, because a partition that lags in event time would
-otherwise emit a window of a key the log already moved, while the new owner holds records of that
-window routed by a router that is ahead. Read as a source, the log's end is part of the batch's
-planned offsets, so a replayed batch asks the same question and gets the same answer. A row
-emitted again is a correction (revision + 1): a late record counted in it, or a partial state
-merged into it after a crash replay.
-
-**Shedding.** Routers keep each record of an input topic with the keep-probability of the
-``SHEDDING`` setting in force; the record's envelope epoch names the settings its router applied
-(:meth:`~spark_jobs.reduce.ownership.OwnershipView.keep_probabilities`, by its ``source_topic``).
-Every record counted in a window, or excluded from it, that was kept with a probability below 1
-adds its Horvitz–Thompson terms to the window's row (:mod:`spark_jobs.processors.sampling`), so
-each result states its estimates and their error; held records keep their probability until they
-are replayed. A window none of whose seen records was kept with p < 1 is not exact merely for that
-(its shed records may all have been dropped): it is exact only if no setting below 1 was in force
-while its records could have been routed, else it says no estimate is possible, as a per-key
-processor's results do when something was shed during the key's run (``_opaque_terms``,
-docs/results.md).
-
 **Records left out** are dead-lettered with their reason and counted: ``late`` (older than the
 watermark; counted in each of its windows' rows, a correction if the window was emitted),
 ``too-late`` (its windows are past the correction horizon), ``future`` (further ahead of the
@@ -60,13 +32,16 @@ already shipped: an unfenced router broke the frontier rule). None stops the job
 Everything is a function of (stored state, rows, watermark, the control log up to the end the
 rows carry): a micro-batch replayed after a crash writes the same chunks and results, and the
 receiver applies a chunk once.
+
+Migration (markers, shipping, chunks, installs) lives in :mod:`spark_jobs.reduce.migration`;
+event time, emission and what a row may claim in :mod:`spark_jobs.reduce.emission`; the rows and
+outputs the step speaks in :mod:`spark_jobs.reduce.contract`.
 """
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -75,84 +50,28 @@ import pandas as pd
 from spark_jobs.processors.batch import NEVER, BatchProcessor, Results
 from spark_jobs.processors.sampling import record_terms
 from spark_jobs.processors.table import Table
+from spark_jobs.reduce.contract import (
+    BAD,
+    CHUNK,
+    CONTROL,
+    DATA,
+    MARKER,
+    DeadLetter,
+    StepResult,
+    WorkerConfig,
+    new_meta,
+    new_pending,
+)
+from spark_jobs.reduce.emission import Emission
 from spark_jobs.reduce.event_time import EventClock
 from spark_jobs.reduce.frontier import InputFrontier
+from spark_jobs.reduce.migration import Migration
 from spark_jobs.reduce.ownership import OwnershipView
 from spark_jobs.reduce.shed_spans import ShedSpans
 from spark_jobs.reduce.store import HeldRecords, StateStore
 
-DATA, MARKER, CHUNK, CONTROL, BAD = 0, 1, 2, 3, -1
-DONE_KEY = ""  # a state chunk with an empty key (never a record's key): "shipment done" for its epoch
 
-
-@dataclass(frozen=True)
-class WorkerConfig:
-    """What one worker needs to know besides its rows: who it is and how it treats time."""
-
-    worker: int
-    input_partitions: tuple[str, ...]  # "topic:partition" of every input partition of the job
-    job: str = ""  # the job id its chunks carry; chunks of other jobs on the same topic are skipped
-    workers: int = 1  # routed partitions: everyone a rehash "shipment done" goes to
-    chunk_bytes: int = 512 * 1024
-    heavy_keys: int = 5
-    record_cost_s: float = 0.0  # simulated work per record, paid where the key's state lives (benchmarks)
-    horizon_ms: int = 0  # emitted windows are kept this long past their end for corrections
-    watermark_delay_ms: int = 0  # the watermark trails the slowest input partition's progress by this
-    idle_timeout_ms: int = 0  # a partition silent this long (routed-log time) is left out (0: never)
-    # a legacy router's record further ahead of its routed timestamp is refused (0: no bound); the
-    # routers of this version refuse such records themselves (``future`` dead letters)
-    max_future_ms: int = 0
-
-
-@dataclass(frozen=True)
-class DeadLetter:
-    offset: int
-    raw: bytes | None
-    reason: str
-    detail: str
-
-
-@dataclass(frozen=True)
-class ChunkOut:
-    key: str
-    epoch: int
-    from_worker: int
-    to_worker: int
-    chunk_index: int
-    chunk_count: int
-    state: bytes
-
-
-@dataclass
-class StepResult:
-    results: Results = field(default_factory=Results.empty)
-    chunks: list[ChunkOut] = field(default_factory=list)
-    dead: list[DeadLetter] = field(default_factory=list)
-    stats: dict[str, Any] = field(default_factory=dict)
-    next_due: int | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-
-
-def new_meta() -> dict[str, Any]:
-    return {
-        "seen": {},  # input partition -> highest marker epoch covering it here
-        "inputs": [],  # input partitions found besides the configured ones (new partitions)
-        "known": 0,  # the highest epoch seen in this partition
-        "log_epoch": 0,  # the control log's end as the batches so far read it (CONTROL rows)
-        "shipped": 0,  # moves of every epoch up to this one have been shipped (or are owed)
-        "buckets": {},  # bucket -> [due, expire, rows, bytes]
-        "pending": {},  # key -> {run: {"ship_at", "ship_to", "held", "counts": {count: [indices]}}}
-        "rehash": {},  # rehash epoch -> {"done": [senders], "installed": [keys]} (as the receiver)
-        "closed": [],  # rehash epochs every sender has announced done
-        "owed_done": [],  # rehash epochs whose "shipment done" this worker still owes
-        "steps": 0,
-        "watermark": 0,  # this worker's event time (spark_jobs.reduce.event_time)
-        "event": {},  # the EventClock's state: routed-log time, progress per input partition
-        "shed": [],  # shed spans reported to this worker (spark_jobs.reduce.shed_spans)
-    }
-
-
-class WorkerStep:
+class WorkerStep(Migration, Emission):
     """One micro-batch (or one timer firing) of one worker; build a new one per call."""
 
     def __init__(
@@ -358,7 +277,7 @@ class WorkerStep:
         for e in range(known + 1, epoch + 1):
             for key, (_old, new) in self.view.moves_at(e).items():
                 if new == self.me:
-                    pending.setdefault(key, {}).setdefault(str(e), _new_pending())
+                    pending.setdefault(key, {}).setdefault(str(e), new_pending())
         self.meta["known"] = epoch
 
     def _pending(self, key: str, run: int) -> dict[str, Any] | None:
@@ -387,7 +306,7 @@ class WorkerStep:
             if self._pending(key, run) is not None:
                 complete[i] = False
             elif run > 0 and self._is_rehash_run(run) and not self._rehash_complete(key, run):
-                pending_keys.setdefault(key, {})[str(run)] = _new_pending()
+                pending_keys.setdefault(key, {})[str(run)] = new_pending()
                 complete[i] = False
         return complete
 
@@ -621,391 +540,6 @@ class WorkerStep:
             self._put_rows(updated, buckets)
             self._counts["excluded"] += int(counted.sum())
 
-    # --- markers and shipping ----------------------------------------------------------------------
-
-    def _marker(self, r: pd.Series) -> None:
-        if int(r["marker_worker"]) != self.me:
-            self._dead(int(r["offset"]), r.get("raw"), "misdirected-marker",
-                       f"marker for worker {int(r['marker_worker'])} in partition {self.me}")  # fmt: skip
-            return
-        covers = list(r["covers"]) if r["covers"] is not None else []
-        for pid in covers:
-            if pid not in self.frontier._known:  # a new input partition: it joins the frontier
-                self.frontier = InputFrontier([*self.frontier.partitions, pid], self.frontier.seen)
-                self.meta["inputs"] = sorted({*self.meta["inputs"], pid} - set(self.config.input_partitions))
-            self.clock.join(pid)
-        self._progress(r, covers)
-        # shed spans first: rows shipped below carry what they say
-        for span in _listed(r.get("shed")):
-            if span["topic"] in self.topics:
-                self._shed(int(span["first"]), int(span["last"]), float(span["keep"]))
-        after = self.frontier.observe(int(r["epoch"]), covers)
-        shipped = int(self.meta["shipped"])
-        for epoch in range(shipped + 1, after + 1):
-            self._ship_epoch(epoch)
-            self.meta["shipped"] = epoch
-
-    def _progress(self, r: pd.Series, covers: list[str]) -> None:
-        """The marker's event-time progress of each input partition it covers (a legacy router's
-        marker carries none: its partitions follow their records, see EventClock)."""
-        stamp = int(r["timestamp"])
-        if bool(r.get("legacy") or False):
-            for pid in covers:
-                self.clock.mark_legacy(pid)
-            return
-        times = _listed(r.get("cover_times"))
-        for pid, event_ms in zip(covers, times, strict=False):
-            self.clock.announce(pid, -1 if event_ms is None else int(event_ms), stamp)
-        self._advance(stamp)
-
-    def _advance(self, log_ms: int) -> None:
-        """The watermark this far into the routed partition (at log time ``log_ms``). Why not only
-        at the batch's end: a batch may end with records appended long after the last progress (a
-        backlog read at once, chunks written again), and every partition would look idle then,
-        holding the watermark where the batch began though every partition had advanced."""
-        self.clock.saw_log_time(log_ms)
-        self._reached = self.clock.watermark(self._reached)
-
-    def _shed(self, first: int, last: int, keep: float) -> None:
-        """A router shed records that would have come here with event times in [first, last]: no
-        window overlapping that is exact. Rows already emitted as exact are written again (a
-        correction that says so); later rows learn it at emission (``_opaque_terms``)."""
-        p = self.processor
-        if not p.windowed:
-            return  # a per-key processor's windows are its own: its rows follow the settings' history
-        self.spans.add(first, last, keep)
-        size = p.windows.size_ms
-        for b in list(self.meta["buckets"]):
-            start = int(b)
-            if start > last or start + size <= first:
-                continue
-            table = self._bucket(start)
-            carried = table.columns["shed_keep"]
-            fresh = carried >= 1.0
-            reopen = fresh & (table.columns["revision"] >= 0) & (table.columns["sampled"] == 0)
-            table.columns["shed_keep"] = np.minimum(carried, keep)
-            if reopen.any():
-                dirty = table.columns["dirty"].copy()
-                dirty[reopen] = 1
-                table.columns["dirty"] = dirty
-            self._dirty.add(start)
-
-    def _forget_old_spans(self) -> None:
-        p = self.processor
-        if self.spans and p.windowed:
-            self.spans.prune(self.watermark - p.windows.size_ms - int(self.config.horizon_ms))
-
-    def _carry_shed(self, rows: Table) -> Table:
-        """``rows``, about to leave in a chunk, with what this worker knows was shed from them in
-        ``shed_keep``: the spans overlapping their windows, or, for a per-key state, the lowest
-        setting in force over its run here (the receiver's run starts later)."""
-        if not len(rows):
-            return rows
-        p = self.processor
-        if p.windowed:
-            if not self.spans:
-                return rows
-            low = self.spans.lowest_keep(rows.window, p.window_end(rows))
-        else:
-            if not self.view.sheds:
-                return rows
-            latest = min(self.log_epoch(), self.view.epoch)
-            lows = {r: self.view.lowest_keep(self.topics, r, latest) for r in np.unique(rows.run).tolist()}
-            low = np.array([lows[r] for r in rows.run.tolist()], dtype=np.float64)
-        rows.columns["shed_keep"] = np.minimum(rows.columns["shed_keep"], low)
-        return rows
-
-    def _ship_epoch(self, epoch: int) -> None:
-        """Ship everything ``epoch`` moves away from this worker."""
-        moving = [(k, old, new) for k, (old, new) in self.view.moves_at(epoch).items() if old == self.me]
-        rehash = self.view.rehash_at(epoch)
-        if rehash is not None:
-            moving = self._rehash_moves(epoch)
-            self.meta["owed_done"].append(epoch)
-        for key, _old, new in moving:
-            self._ship(key, epoch, new)
-
-    def _rehash_moves(self, epoch: int) -> list[tuple[str, int, int]]:
-        """Every key held here (in state, held or pending) whose owner changes at ``epoch``."""
-        rows = self._all_rows()
-        keys = set(rows.key.tolist()) | set(self.meta["pending"])
-        if not self.processor.mergeable and self._holds_any():
-            keys |= set(self._all_held().key.tolist())
-        if not keys:
-            return []
-        arr = np.array(sorted(keys), dtype=object)
-        before, _ = self.view.owners(arr, np.full(arr.size, epoch - 1, dtype=np.int64))
-        after, _ = self.view.owners(arr, np.full(arr.size, epoch, dtype=np.int64))
-        return [
-            (str(k), int(b), int(a))
-            for k, b, a in zip(arr.tolist(), before.tolist(), after.tolist(), strict=True)
-            if b == self.me and a != self.me
-        ]
-
-    def _ship(self, key: str, epoch: int, to: int) -> None:
-        start = self.view.run_start(key, epoch - 1)
-        entry = self._pending(key, start)
-        if entry is None and self._is_rehash_run(start) and not self._rehash_complete(key, start):
-            # a rehash brought the key here and its old owner has not said done: state may still come
-            entry = self.meta["pending"].setdefault(key, {}).setdefault(str(start), _new_pending())
-        if entry is not None:  # its own chunk has not come: ship when it does
-            entry["ship_at"], entry["ship_to"] = epoch, to
-            return
-        rows = self._take_rows(key, start)
-        self._send(key, epoch, to, rows)
-
-    def _take_rows(self, key: str, run: int) -> Table:
-        """The rows of (key, run), removed from the state."""
-        everything = self._all_rows()
-        mine = (everything.key == key) & (everything.run == run)
-        if mine.any():
-            for b, table in list(self._loaded.items()):
-                keep = ~((table.key == key) & (table.run == run))
-                if not keep.all():
-                    self._loaded[b] = table.take(np.flatnonzero(keep))
-                    self._dirty.add(b)
-        return everything.take(np.flatnonzero(mine))
-
-    def _send(self, key: str, epoch: int, to: int, rows: Table) -> None:
-        blob = self._carry_shed(rows).to_bytes()
-        size = self.config.chunk_bytes
-        pieces = [blob[i : i + size] for i in range(0, len(blob), size)] or [b""]
-        for index, piece in enumerate(pieces):
-            self.out.chunks.append(ChunkOut(key, epoch, self.me, to, index, len(pieces), piece))
-        self._sent.append({"key": key, "epoch": epoch, "worker": to, "bytes": len(blob)})
-
-    def _settle_owed_done(self) -> None:
-        """Announce "shipment done" for a rehash epoch once nothing owed for it can still come here.
-
-        Owed: the state of every run here that ends at the epoch. Still to come: a pending run whose
-        chunk has not arrived, or the state of any key from an earlier rehash that is not closed
-        here yet (its old owners have not all announced done), whose run may end at this epoch."""
-        still = []
-        closed = set(self.meta["closed"])
-        for epoch in self.meta["owed_done"]:
-            earlier_open = any(e < epoch and e not in closed for e in self.view.rehash_epochs)
-            waiting = earlier_open or any(
-                self.view.run_end(key, int(run), epoch) is not None
-                for key, runs in self.meta["pending"].items()
-                for run in runs
-            )
-            if waiting:
-                still.append(epoch)
-                continue
-            for w in range(self.config.workers):
-                if w != self.me:
-                    self.out.chunks.append(ChunkOut(DONE_KEY, epoch, self.me, w, 0, 0, b""))
-        self.meta["owed_done"] = still
-
-    # --- chunks ------------------------------------------------------------------------------------
-
-    def _chunk(self, r: pd.Series) -> None:
-        if str(r["chunk_job"]) != self.config.job:
-            return  # another reduce job's state, on the same routed topic
-        key, epoch = str(r["key"]), int(r["epoch"])
-        sender = int(r["chunk_from"])
-        if int(r["chunk_to"]) != self.me:
-            self._dead(
-                int(r["offset"]),
-                r.get("raw"),
-                "misdirected-chunk",
-                f"chunk for worker {int(r['chunk_to'])} in partition {self.me}",
-            )
-            return
-        if key == DONE_KEY:
-            self._done(epoch, sender)
-            return
-        if (
-            epoch > self.view.epoch
-            or self.view.owner(key, epoch) != self.me
-            or self.view.run_start(key, epoch) != epoch
-        ):
-            self._dead(int(r["offset"]), r.get("raw"), "misdirected-chunk",
-                       f"chunk ({key!r}, {epoch}) does not start a run of worker {self.me}")  # fmt: skip
-            return
-        entry = self._pending(key, epoch)
-        if entry is None:
-            if not self._is_rehash_run(epoch) or self._rehash_complete(key, epoch):
-                self._counts["duplicate_chunks"] += 1  # installed already (or nothing was owed)
-                return
-            entry = self.meta["pending"].setdefault(key, {}).setdefault(str(epoch), _new_pending())
-        count, index = int(r["chunk_count"]), int(r["chunk_index"])
-        blob = bytes(r["chunk_state"]) if r["chunk_state"] is not None else b""
-        if count > 1:
-            got = entry["counts"].setdefault(str(count), [])
-            if index not in got:
-                self.store.put_piece(_piece(key, epoch, count, index), blob)
-                got.append(index)
-            if len(got) < count:
-                return
-            blob = b"".join(self.store.get_piece(_piece(key, epoch, count, i)) or b"" for i in range(count))
-        self._install(key, epoch, blob, sender, entry)
-
-    def _install(self, key: str, run: int, blob: bytes, sender: int, entry: dict[str, Any]) -> None:
-        p = self.processor
-        earlier = Table.from_bytes(self.schema, blob) if blob else Table.empty(self.schema)
-        earlier.run = np.full(len(earlier), run, dtype=np.int64)  # the sender's run ids are its own
-        partial = self._take_rows(key, run)
-        if p.mergeable:
-            state = p.merge(earlier, partial) if len(partial) else earlier
-        else:
-            # a non-mergeable run holds its records, not rows: its partial rows only count exclusions
-            state = p.combine(Table.concat([earlier, partial]))
-            held = self._take_held(key, run) if entry.get("held", 0) else HeldRecords.empty()
-            if len(held):
-                order = np.argsort(held.seq, kind="stable")
-                h = held.take(order)
-                state = p.fold(state, h.key, h.run, h.event_time, h.value)
-                state = self._with_terms(state, h.key, h.run, h.event_time, h.keep, h.value)
-        self._finish_pending(key, run, entry)
-        if self._is_rehash_run(run):
-            opened = self.meta["rehash"].setdefault(str(run), {"done": [], "installed": []})
-            opened["installed"].append(key)
-        self._installed.append({"key": key, "epoch": run, "worker": sender, "bytes": len(blob)})
-        # a run that ended while its state was on the way (the key moved on, a rehash came after)
-        # goes on at once to the owner from its end: this worker's shipping for that epoch is past
-        end = self.view.run_end(key, run, int(self.meta["shipped"]))
-        if end is not None:
-            self._send(key, end, self.view.owner(key, end), state)
-            return
-        self._add_rows(state)
-
-    def _take_held(self, key: str, run: int) -> HeldRecords:
-        held = self._all_held()
-        mine = (held.key == key) & (held.run == run)
-        if mine.any():
-            self._held = held.take(np.flatnonzero(~mine))
-            self._held_dirty = True
-        return held.take(np.flatnonzero(mine))
-
-    def _finish_pending(self, key: str, run: int, entry: dict[str, Any]) -> None:
-        for count, got in entry.get("counts", {}).items():
-            for index in got:
-                self.store.remove_piece(_piece(key, run, int(count), int(index)))
-        runs = self.meta["pending"].get(key, {})
-        runs.pop(str(run), None)
-        if not runs:
-            self.meta["pending"].pop(key, None)
-        self._load_all()  # its rows in every bucket may emit now: they are looked at this step
-
-    def _done(self, epoch: int, sender: int) -> None:
-        """A sender's "shipment done" for rehash epoch ``epoch``: its keys' runs here complete."""
-        if epoch in self.meta["closed"]:
-            self._counts["duplicate_chunks"] += 1
-            return
-        opened = self.meta["rehash"].setdefault(str(epoch), {"done": [], "installed": []})
-        if sender in opened["done"]:
-            self._counts["duplicate_chunks"] += 1
-            return
-        opened["done"].append(sender)
-        for key, runs in list(self.meta["pending"].items()):
-            entry = runs.get(str(epoch))
-            if entry is None or self.view.owner(key, epoch - 1) != sender:
-                continue
-            self._install(key, epoch, b"", sender, entry)  # nothing to merge: complete with what is here
-            self._installed.pop()  # not a chunk
-        if len(opened["done"]) >= self.config.workers - 1:
-            del self.meta["rehash"][str(epoch)]
-            self.meta["closed"].append(epoch)
-
-    # --- emission ----------------------------------------------------------------------------------
-
-    def log_epoch(self) -> int:
-        """The control log's end as this batch knows it: its CONTROL rows (the job reads the
-        control topic as a second source, so a replayed batch reads the same end), or the highest
-        epoch its own partition carried, whichever is later."""
-        return max(int(self.meta.get("log_epoch", 0)), int(self.meta["known"]))
-
-    def _may_emit(self, rows: Table) -> np.ndarray:
-        """Per row: its run is complete here and has no known end (asked of the log as this batch
-        read it, not only of the epochs this partition has carried)."""
-        may = np.ones(len(rows), dtype=bool)
-        if not len(rows):
-            return may
-        pending = self.meta["pending"]
-        moved = self.view.moved_keys
-        rehash = bool(self.view.rehash_epochs)
-        latest = self.log_epoch()
-        check: dict[tuple[str, int], bool] = {}
-        keys, runs = rows.key.tolist(), rows.run.tolist()
-        for i, (key, run) in enumerate(zip(keys, runs, strict=True)):
-            if not (rehash or run or key in moved or key in pending):
-                continue
-            ident = (key, run)
-            ok = check.get(ident)
-            if ok is None:
-                ok = self._pending(key, run) is None and self.view.run_end(key, run, latest) is None
-                check[ident] = ok
-            may[i] = ok
-        return may
-
-    def _emit_due(self) -> None:
-        wm = self.watermark
-        for b, (due, expire, _rows, _bytes) in list(self.meta["buckets"].items()):
-            if due <= wm or expire <= wm:
-                self._bucket(int(b))
-        for b in sorted(self._loaded):
-            table = self._loaded[b]
-            if not len(table):
-                continue
-            may = self._may_emit(table)
-            rows_before = len(table)
-            results, table = self.processor.emit(table, wm, may)
-            if len(results):
-                self._opaque_terms(results)
-                self._results.append(results)
-                self._counts["corrections"] += int((results.revision > 0).sum())
-                self._dirty.add(b)
-            if len(table) != rows_before:  # a per-key state emptied by emission left the table
-                may = self._may_emit(table)
-                self._dirty.add(b)
-            drop = may & (self._expiry(table) <= wm) & ~table.columns["dirty"].astype(bool)
-            if drop.any():
-                table = table.take(np.flatnonzero(~drop))
-                self._dirty.add(b)
-            self._loaded[b] = table
-
-    def _opaque_terms(self, results: Results) -> None:
-        """Rows whose own records cannot show what was shed from them get no estimate: they say
-        so (``opaque_keep``: the lowest keep-probability they may have lost records under) instead
-        of claiming to be exact.
-
-        A windowed row with no record kept with p < 1 (``sampled == 0``) looks exact, but the
-        records it lost may all have been dropped. It is exact only if no router reported shedding
-        a record that would have come here with an event time in its window (:mod:`shed_spans`),
-        here or where the row's state was before (``shed_keep``, carried in chunks). That is what
-        routers did, not a guess from clocks. Rows with sampled records keep their
-        Horvitz–Thompson estimates: those account for the records they lost.
-
-        A per-key processor's windows are its own: its row is exact only if no setting below 1 was
-        in force for the job's topics at any epoch of the state's history, from the start of the
-        key's run here to the log's end as this batch read it, and before that wherever the
-        state came from (``shed_keep``, set by the sender from its own run).
-
-        While a router older than shed reports feeds this worker (a rolling upgrade), its drops
-        are unreported: every windowed row without sampled records is judged as a per-key row
-        from the log's first epoch on (conservative: exact only if nothing was ever shed)."""
-        n = len(results)
-        if not n:
-            return
-        low = results.carried_keep().copy()
-        p = self.processor
-        latest = min(self.log_epoch(), self.view.epoch)
-        if p.windowed:
-            unsampled = results.sampling().sampled == 0
-            if self.spans:
-                low = np.minimum(low, self.spans.lowest_keep(results.window_start, results.window_end))
-            if self.view.sheds and self.clock.legacy():
-                low = np.minimum(low, self.view.lowest_keep(self.topics, 0, latest))
-            low = np.where(unsampled, low, 1.0)
-        elif self.view.sheds:
-            lows = {r: self.view.lowest_keep(self.topics, r, latest) for r in np.unique(results.run).tolist()}
-            low = np.minimum(low, np.array([lows[r] for r in results.run.tolist()], dtype=np.float64))
-        if (low < 1.0).any():
-            terms = results.sampling()
-            terms.opaque_keep = np.where(low < 1.0, low, terms.opaque_keep)
-            results.terms = terms
-
     # --- stats -------------------------------------------------------------------------------------
 
     def _stats(self, busy_s: float) -> dict[str, Any]:
@@ -1060,28 +594,3 @@ class WorkerStep:
         return [{"key": str(keys[i]), "bytes": int(counts[i] * per_row)} for i in top.tolist()]
 
 
-def _listed(value: Any) -> list[Any]:
-    """An array column's value as a list (None, NaN or absent: empty)."""
-    if value is None or (isinstance(value, float) and np.isnan(value)):
-        return []
-    return list(value)
-
-
-def _new_pending() -> dict[str, Any]:
-    return {"ship_at": -1, "ship_to": -1, "held": 0, "counts": {}}
-
-
-def _piece(key: str, run: int, count: int, index: int) -> str:
-    return f"{run}\x00{count}\x00{index}\x00{key}"
-
-
-def dump_meta(meta: dict[str, Any]) -> bytes:
-    import json
-
-    return json.dumps(meta, sort_keys=True).encode()
-
-
-def load_meta(blob: bytes | None) -> dict[str, Any] | None:
-    import json
-
-    return None if not blob else json.loads(blob)

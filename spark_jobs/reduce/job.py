@@ -25,7 +25,7 @@ from ballast.avro.codec import HEADER_LEN, default_store
 from ballast.kafka.dead_letters import DETAIL, JOB, REASON, SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
 from ballast.paths import SCHEMAS_DIR
 from spark_jobs.query_progress import WATERMARKS
-from spark_jobs.reduce.engine import BAD, CHUNK, CONTROL, DATA, MARKER
+from spark_jobs.reduce.contract import BAD, CHUNK, CONTROL, DATA, MARKER
 from spark_jobs.reduce.outputs import OUTPUT_SCHEMA, RESULT
 from spark_jobs.reduce.stateful import JobSpec, WorkerProcessor
 

@@ -25,7 +25,7 @@ import pandas as pd
 from ballast.avro.codec import AvroCodec
 from spark_jobs.processors.batch import Results
 from spark_jobs.processors.sampling import estimate
-from spark_jobs.reduce.engine import ChunkOut, StepResult
+from spark_jobs.reduce.contract import ChunkOut, StepResult
 
 RESULT, OTHER = 0, 1
 RESULT_COLUMNS = (

@@ -29,7 +29,8 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from ballast.kafka.configuration import KafkaConfig
 from spark_jobs.processors.batch import batch_processor
 from spark_jobs.processors.spec import from_spec
-from spark_jobs.reduce.engine import BAD, WorkerConfig, WorkerStep, dump_meta, load_meta
+from spark_jobs.reduce.contract import BAD, WorkerConfig, dump_meta, load_meta
+from spark_jobs.reduce.engine import WorkerStep
 from spark_jobs.reduce.frontier import partition_id
 from spark_jobs.reduce.outputs import OutputEncoder
 from spark_jobs.reduce.ownership import shared_log

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from ballast.control.state import make_event
-from spark_jobs.reduce.engine import CHUNK, CONTROL, DATA, MARKER
+from spark_jobs.reduce.contract import CHUNK, CONTROL, DATA, MARKER
 from spark_jobs.reduce.ownership import OwnershipView
 
 N = 4  # routed partitions (workers)
@@ -136,7 +136,8 @@ class Worker:
         much progress on every input partition before it (the rules these tests check do not
         depend on how the watermark got there; tests of the watermark itself pass None and
         announce progress in markers)."""
-        from spark_jobs.reduce.engine import WorkerConfig, WorkerStep
+        from spark_jobs.reduce.contract import WorkerConfig
+        from spark_jobs.reduce.engine import WorkerStep
 
         for r in rows:
             r["offset"] = self.offset
@@ -154,7 +155,7 @@ class Worker:
 
 def with_watermark(meta: dict[str, Any] | None, watermark: int) -> dict[str, Any]:
     """``meta`` (None: a new worker's) with its event time set to ``watermark``."""
-    from spark_jobs.reduce.engine import new_meta
+    from spark_jobs.reduce.contract import new_meta
 
     meta = meta if meta is not None else new_meta()
     meta["watermark"] = int(watermark)

@@ -14,7 +14,7 @@ import pytest
 from ballast.avro.codec import AvroCodec
 from spark_jobs.processors.batch import Results
 from spark_jobs.processors.sampling import SamplingTerms, estimate
-from spark_jobs.reduce.engine import StepResult
+from spark_jobs.reduce.contract import StepResult
 from spark_jobs.reduce.job import result_value
 from spark_jobs.reduce.outputs import OUTPUT_SCHEMA, RESULT, OutputEncoder
 

@@ -13,7 +13,8 @@ from ballast.routing.murmur2 import kafka_partition_array, murmur2_array
 from spark_jobs.processors.aggregate import WindowAggregate
 from spark_jobs.processors.batch import batch_processor
 from spark_jobs.processors.windows import WindowSpec
-from spark_jobs.reduce.engine import DATA, WorkerConfig, WorkerStep
+from spark_jobs.reduce.contract import DATA, WorkerConfig
+from spark_jobs.reduce.engine import WorkerStep
 from spark_jobs.reduce.ownership import OwnershipView
 from spark_jobs.reduce.store import DictStore
 from tests.support.engine_rows import COLUMNS, PARTITIONS, N, genesis, marker, with_watermark

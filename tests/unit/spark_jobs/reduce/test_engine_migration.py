@@ -35,7 +35,8 @@ from spark_jobs.processors.aggregate import WindowAggregate
 from spark_jobs.processors.batch import PerKeyAdapter, batch_processor
 from spark_jobs.processors.last_values import LastValues
 from spark_jobs.processors.windows import WindowSpec
-from spark_jobs.reduce.engine import DATA, MARKER, WorkerConfig, WorkerStep
+from spark_jobs.reduce.contract import DATA, MARKER, WorkerConfig
+from spark_jobs.reduce.engine import WorkerStep
 from spark_jobs.reduce.ownership import OwnershipView
 from spark_jobs.reduce.store import DictStore
 from tests.support import reduce_reference

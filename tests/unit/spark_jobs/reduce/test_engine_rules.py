@@ -5,7 +5,7 @@ from __future__ import annotations
 from ballast.routing.murmur2 import kafka_partition
 from spark_jobs.processors.aggregate import WindowAggregate
 from spark_jobs.processors.windows import WindowSpec
-from spark_jobs.reduce.engine import BAD
+from spark_jobs.reduce.contract import BAD
 from tests.support.engine_rows import N, Worker, chunk_row, data, emitted, marker, row, view_with
 
 AGG = WindowAggregate(WindowSpec(100))

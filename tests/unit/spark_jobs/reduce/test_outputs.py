@@ -8,7 +8,7 @@ import pytest
 from ballast.avro.codec import AvroCodec
 from spark_jobs.processors.batch import Results
 from spark_jobs.processors.sampling import SamplingTerms
-from spark_jobs.reduce.engine import ChunkOut, DeadLetter, StepResult
+from spark_jobs.reduce.contract import ChunkOut, DeadLetter, StepResult
 from spark_jobs.reduce.outputs import OUTPUT_SCHEMA, RESULT, OutputEncoder
 
 TOPICS = {"output": "o", "routed": "r", "dead_letter": "d", "metrics": "m"}

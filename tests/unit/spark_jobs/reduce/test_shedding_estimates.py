@@ -337,7 +337,7 @@ def test_a_chunk_from_before_the_sampling_columns_merges_as_kept_for_sure() -> N
     """The old owner ran the previous version: its chunk of K's window is a table without the
     sampling columns. The new owner took in shed records meanwhile: the merged row counts the old
     records as seen (p = 1) and scales only its own."""
-    from spark_jobs.reduce.engine import ChunkOut
+    from spark_jobs.reduce.contract import ChunkOut
 
     view = view_of(shedding(1, "in", 0.5), make_update(2, {K: 1}))
     w1 = Worker(1, view, AGG)
@@ -359,7 +359,7 @@ def test_a_chunk_from_before_the_sampling_columns_merges_as_kept_for_sure() -> N
 def test_a_bucket_stored_before_the_sampling_columns_keeps_counting() -> None:
     """A worker restarted on a checkpoint of the previous version: its stored bucket loads, and
     shed records folded into it are scaled while the stored ones count as seen."""
-    from spark_jobs.reduce.engine import new_meta
+    from spark_jobs.reduce.contract import new_meta
     from tests.support.old_formats import aggregate_rows_v1
 
     w = Worker(0, view_of(shedding(1, "in", 0.25)), AGG)
