@@ -41,6 +41,7 @@ class LogShape:
     shed_every: int = 97  # a SHEDDING change about this often (epochs)
     scale_every: int = 0  # a SCALE about this often (0: never)
     snapshot_every: int = 1000
+    cold_keys: int = 50  # pinned at epoch 1 and never moved again (their run begins there)
     seed: int = 1
 
 
@@ -56,6 +57,10 @@ def genesis_event(workers: int) -> dict:
 
 def key_name(i: int) -> str:
     return f"user-{i:07d}"
+
+
+def cold_key(i: int) -> str:
+    return f"cold-{i:04d}"
 
 
 def control_log(shape: LogShape) -> Iterator[dict]:
@@ -74,7 +79,11 @@ def control_log(shape: LogShape) -> Iterator[dict]:
     event = genesis_event(shape.workers)
     builder.apply(event)
     yield event
-    since = 0
+    if shape.cold_keys:
+        n = shape.workers
+        cold = {k: (kafka_partition(k.encode(), n) + 1) % n for k in map(cold_key, range(shape.cold_keys))}
+        yield emit(*routing_update(cold, (), "pinned once"))
+    since = 1
     while builder.epoch < shape.epochs:
         n = builder.num_workers
         if shape.scale_every and rng.random() < 4 / shape.scale_every:

@@ -23,7 +23,7 @@ from ballast.avro.codec import AvroCodec
 from ballast.control.history import History
 from ballast.control.state import CONTROL_SCHEMA, StateBuilder, initial_state, snapshot_history
 from spark_jobs.reduce.ownership import EpochForgotten, OwnershipView
-from tests.support.control_logs import TOPIC, LogShape, Truth, control_log, key_name
+from tests.support.control_logs import TOPIC, LogShape, Truth, cold_key, control_log, key_name
 
 W = 6
 TOPICS = (TOPIC, "other.input", "")
@@ -31,7 +31,7 @@ TOPICS = (TOPIC, "other.input", "")
 
 def small_log(seed: int) -> list[dict]:
     shape = LogShape(workers=W, keys=30, epochs=260, step_keys=3, shed_every=12, scale_every=60,
-                     snapshot_every=25, seed=seed)  # fmt: skip
+                     snapshot_every=25, cold_keys=2, seed=seed)  # fmt: skip
     codec = AvroCodec(CONTROL_SCHEMA)
     return [codec.decode(codec.encode(e)) for e in control_log(shape)]  # as a reader gets them
 
@@ -64,7 +64,7 @@ class Loads:
 def check_all(view: OwnershipView, truth: Truth, first: int, rng: random.Random) -> None:
     """Every question the engine asks, at every epoch from ``first``, against the truth."""
     last = truth.last
-    keys = [key_name(i) for i in range(30)] + ["never-pinned-a", "never-pinned-b"]
+    keys = [key_name(i) for i in range(30)] + [cold_key(0), cold_key(1), "never-pinned-a", "never-pinned-b"]
     assert set(view.moved_keys) == truth.ever_pinned()
     assert view.sheds == any(truth.keep(t, e) < 1 for e in range(last + 1) for t in TOPICS)
     assert list(view.rehash_epochs) == [e for e in range(1, last + 1) if truth.rehash_at(e)]
