@@ -46,6 +46,7 @@ def test_create_writes_the_genesis_once_and_refuses_to_contradict_it(kafka_confi
         "keep_probability": {},
         "routed_partitions": 6,
         "shed_seed": {},
+        "history": None,  # the origin: nothing before it
     }
     reader = ControlLogReader(kafka_config, layout.name("control"))
     try:
