@@ -25,8 +25,9 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from ballast.avro.codec import AvroCodec, CodecError
-from ballast.control.log import ControlLogReader, SkippedRecord, writer_transactional_id
+from ballast.control.log import ControlLogReader, SkippedRecord
 from ballast.control.state import CONTROL_SCHEMA, ControlState
+from ballast.control.writer import writer_transactional_id
 from ballast.kafka.checkpoint import Checkpoint, CheckpointError
 from ballast.kafka.clients import make_consumer, make_producer
 from ballast.kafka.configuration import KafkaConfig

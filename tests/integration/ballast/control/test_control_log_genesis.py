@@ -8,7 +8,8 @@ import pytest
 from ballast.avro.codec import AvroCodec
 from ballast.control import state as cs
 from ballast.control.genesis import Genesis, GenesisConflictError, GenesisMissingError
-from ballast.control.log import ControlLogReader, ControlLogWriter
+from ballast.control.log import ControlLogReader
+from ballast.control.writer import ControlLogWriter
 from ballast.deployment.create import create_deployment
 from ballast.kafka.admin import TopicConflictError, ensure_topics
 from ballast.kafka.clients import make_producer
