@@ -64,6 +64,7 @@ def genesis_snapshot(routed_partitions: int, active_workers: int = 0) -> tuple[s
         "keep_probability": {},
         "routed_partitions": routed_partitions,
         "shed_seed": {},
+        "history": None,  # the origin: nothing before it (every field written, as the codec reads it back)
     }
 
 

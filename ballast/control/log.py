@@ -1,11 +1,4 @@
-"""The control log on Kafka: a reader that folds the topic, and the one fenced writer.
-
-Why a transactional writer with a fixed ``transactional.id``: ``init_transactions`` fences any
-older writer with the same id and completes its open transaction, so reading the last epoch
-*after* it and writing ``last + 1`` cannot race another writer into a duplicate epoch. The id is
-derived from the control topic (:func:`writer_transactional_id`), so every writer of one control
-log (the controller, ``ballast control send``, ``ballast topics create``, the demo, tests) fences
-every other.
+"""The control log on Kafka: the reader that folds the topic (the writer: :mod:`ballast.control.writer`).
 
 Why the reader starts at the latest snapshot: the control topic is kept forever, so folding it
 from offset 0 makes every restart slower than the last. The reader finds the latest
@@ -13,39 +6,50 @@ from offset 0 makes every restart slower than the last. The reader finds the lat
 (1,024 offsets, doubling; only the type of each record is read, :mod:`ballast.control.peek`),
 folds from there with the mutable :class:`~ballast.control.state.StateBuilder`, and gives up
 only when it makes no progress for ``timeout`` seconds, not after a fixed total. The writer appends
-a snapshot every :data:`SNAPSHOT_EVERY` epochs, so a restart folds at most that many events.
+a snapshot every :data:`SNAPSHOT_EVERY` epochs, so a restart folds at most that many events. A
+reader that needs the history (:mod:`ballast.control.history`: the control writers, the reduce)
+starts at the latest snapshot that carries it, or at the origin when none does (a log written
+before snapshots carried it: folded from its origin once, until a writer appends one).
+
+Why a record that is not an event is skipped, not fatal: anything with write access to the topic
+can append bytes (a plain producer, a mistyped topic name); one such record used to stop every
+router, fail every reduce task and keep a restarted controller from reading its own log. A record
+that does not decode as a ``ControlEvent``, or an event that no state could take where it stands
+(invalid content, or an epoch that is not the next one), is skipped: a warning, a count per reason
+(:attr:`ControlLogReader.skipped`) and the reader's ``on_skip`` hook (the controller's writes the
+one dead letter, see :mod:`services.controller.audit`), and the next genuine event applies. A
+*conflicting* duplicate of an epoch still stops the reader: two writers disagree about the log,
+and choosing one silently would hide it (issue 28: forged events).
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from ballast.avro.codec import AvroCodec
-from ballast.control.genesis import (
-    Genesis,
-    GenesisMissingError,
-    check_create,
-    genesis_snapshot,
-    missing_message,
-)
+from ballast.control.genesis import Genesis, GenesisMissingError, missing_message
 from ballast.control.peek import peek
 from ballast.control.state import (
     CONTROL_SCHEMA,
     ControlLogError,
     ControlState,
+    EpochGapError,
+    InvalidEventError,
     StateBuilder,
-    apply_event,
-    initial_state,
     is_base_snapshot,
-    make_event,
-    table_snapshot,
+    snapshot_history,
 )
 from ballast.kafka.configuration import KafkaConfig
 from ballast.waiting import WaitTimeout, wait_until
+
+log = logging.getLogger(__name__)
 
 # a control topic created moments ago answers these until its leader is elected
 _NOT_READY = (
@@ -72,9 +76,28 @@ def record_time_ms(message: Any) -> int | None:
     return None if kind == TIMESTAMP_NOT_AVAILABLE or ms < 0 else int(ms)
 
 
-def writer_transactional_id(control_topic: str) -> str:
-    """The one transactional id of the writers of ``control_topic``."""
-    return f"ballast-control-writer.{control_topic}"
+class Folded(NamedTuple):
+    """An event a reader folded, with its record's Kafka timestamp (None: none) and offset."""
+
+    event: dict[str, Any]
+    time_ms: int | None
+    offset: int
+
+
+@dataclass(frozen=True)
+class SkippedRecord:
+    """A control record a reader skipped: where, why (``reason``: ``undecodable``,
+    ``invalid-event`` or ``epoch-gap``), and the record itself for its dead letter."""
+
+    topic: str
+    offset: int
+    reason: str
+    detail: str
+    key: bytes | None
+    value: bytes | None
+
+
+SKIP_REASONS = ("undecodable", "invalid-event", "epoch-gap")
 
 
 class ControlLogReader:
@@ -90,6 +113,14 @@ class ControlLogReader:
     the routed partitions the reader expects, and a log without genesis raises
     :class:`~ballast.control.genesis.GenesisMissingError`. ``require_genesis=False`` is the fold of a
     log written before the genesis existed: from ``start_offset`` (default 0) over ``initial``.
+
+    ``history=True``: the state carries the history (:mod:`ballast.control.history`), so the reader
+    starts at the latest snapshot that has it (with ``before_epoch``: the latest whose epoch is at
+    most that), else at the origin. ``scan_below``: the backward search for the start begins below
+    this offset (default: the log's end). Records that are not events are skipped (module
+    docstring): :attr:`skipped` counts them per reason, ``on_skip`` gets each one. Work done, for
+    whoever must bound it: :attr:`records_read` (every record consumed, the search included) and
+    :attr:`events_folded`.
     """
 
     def __init__(
@@ -100,6 +131,10 @@ class ControlLogReader:
         start_offset: int | None = None,
         *,
         require_genesis: bool = True,
+        history: bool = False,
+        before_epoch: int | None = None,
+        scan_below: int | None = None,
+        on_skip: Callable[[SkippedRecord], None] | None = None,
     ) -> None:
         from confluent_kafka import Consumer
 
@@ -108,7 +143,17 @@ class ControlLogReader:
         self.codec = AvroCodec(CONTROL_SCHEMA)
         self.require_genesis = require_genesis
         self.last_snapshot_epoch: int | None = None  # of the last snapshot folded that records partitions
-        self._builder = StateBuilder(self.state)
+        self.history = history
+        self.before_epoch = before_epoch
+        self.on_skip = on_skip
+        self.skipped: Counter[str] = Counter()
+        self.records_read = 0
+        self.events_folded = 0
+        self.start_offset: int | None = None  # the offset of the snapshot the fold started at
+        # (epoch, offset) of every snapshot with a history folded (where a later fold can start)
+        self.history_snapshots: list[tuple[int, int]] = []
+        self._scan_below = scan_below
+        self._builder = StateBuilder(self.state, history=history)
         self._start_offset = start_offset
         self._next_offset: int | None = None  # None until the reader knows where to start
         self._tp = TopicPartition(topic, 0)
@@ -166,6 +211,7 @@ class ControlLogReader:
                 if m.offset() >= end:
                     return
                 done = m.offset() + 1
+                self.records_read += 1
                 yield m.offset(), m.value()
             position = self._position()
             if position >= end:
@@ -191,12 +237,22 @@ class ControlLogReader:
             raise ControlLogError(f"undecodable control event at offset {offset}: {exc}") from exc
 
     def _base_at(self, offset: int, value: bytes | None) -> dict[str, Any] | None:
-        """The decoded event when the record is a snapshot that records the routed partitions."""
+        """The decoded event when the record is a snapshot that records the routed partitions (and
+        a fold could start at it: a record that is not an event is no start)."""
         seen = peek(value)
         if seen is not None and seen[1] != "TABLE_SNAPSHOT":
             return None
-        event = self._decode(offset, value)
-        return event if is_base_snapshot(event) else None
+        try:
+            event = self._decode(offset, value)
+        except ControlLogError:
+            return None
+        if not is_base_snapshot(event):
+            return None
+        try:
+            StateBuilder(ControlState(num_workers=1)).apply(event)
+        except InvalidEventError:
+            return None
+        return event
 
     def _first_base(self, start: int, end: int, timeout: float) -> tuple[int, dict[str, Any]] | None:
         for offset, value in self._records(start, end, timeout):
@@ -205,14 +261,30 @@ class ControlLogReader:
                 return offset, event
         return None
 
+    def _usable(self, offset: int, value: bytes | None) -> bool:
+        """Whether the fold may start at this record: any base snapshot; with the history, only
+        one that carries it, at most at :attr:`before_epoch`."""
+        if self.history and self.before_epoch is not None:
+            seen = peek(value)
+            if seen is not None and seen[0] > self.before_epoch:
+                return False
+        event = self._base_at(offset, value)
+        if event is None:
+            return False
+        if not self.history:
+            return True
+        return snapshot_history(event) is not None and (
+            self.before_epoch is None or int(event["epoch"]) <= self.before_epoch
+        )
+
     def _latest_base(self, low: int, high: int, timeout: float) -> int | None:
-        """Offset of the latest base snapshot, reading backwards in growing chunks."""
+        """Offset of the latest snapshot the fold may start at, reading backwards in growing chunks."""
         end, size = high, SCAN_CHUNK
         while end > low:
             start = max(low, end - size)
             found = None
             for offset, value in self._records(start, end, timeout):
-                if self._base_at(offset, value) is not None:
+                if self._usable(offset, value):
                     found = offset
             if found is not None:
                 return found
@@ -234,36 +306,74 @@ class ControlLogReader:
         """Choose where the fold starts (see the class docstring) and assign the consumer there."""
         low, high = self.bounds(timeout)
         if self._start_offset is None:
-            offset = self._latest_base(low, high, timeout) if high > low else None
+            below = high if self._scan_below is None else min(high, self._scan_below)
+            offset = self._latest_base(low, below, timeout) if below > low else None
+            if offset is None and self.history and high > low:  # none has it: the origin
+                first = self._first_base(low, high, timeout)
+                offset = None if first is None else first[0]
         else:
             first = self._first_base(max(low, self._start_offset), high, timeout) if high > low else None
             offset = None if first is None else first[0]
         if offset is None:
             raise GenesisMissingError(missing_message(self.topic))
+        self.start_offset = offset
         self._assign(offset)
 
     # --- folding ----------------------------------------------------------------------------------
 
-    def _fold_messages(self, msgs: list) -> list[tuple[dict[str, Any], int | None]]:
-        events: list[tuple[dict[str, Any], int | None]] = []
+    def _fold_messages(self, msgs: list) -> list[Folded]:
+        events: list[Folded] = []
         builder = self._builder
         try:
             for m in msgs:
                 self._check(m)
                 if m.error() is not None:
                     continue
-                event = self._decode(m.offset(), m.value())
-                self._next_offset = m.offset() + 1
+                self.records_read += 1
+                offset = m.offset()
+                try:
+                    event = self._decode(offset, m.value())
+                except ControlLogError as exc:
+                    self._next_offset = offset + 1
+                    self._skip(m, "undecodable", str(exc.__cause__ or exc))
+                    continue
+                self._next_offset = offset + 1
                 base = is_base_snapshot(event)
                 if self.require_genesis and not builder.started and not base:
                     raise GenesisMissingError(missing_message(self.topic))
-                if builder.apply(event):
-                    events.append((event, record_time_ms(m)))
+                try:
+                    applied = builder.apply(event)
+                except InvalidEventError as exc:
+                    self._skip(m, "invalid-event", str(exc))
+                    continue
+                except EpochGapError as exc:
+                    self._skip(m, "epoch-gap", str(exc))
+                    continue
+                if applied:
+                    self.events_folded += 1
+                    events.append(Folded(event, record_time_ms(m), offset))
                     if base:
                         self.last_snapshot_epoch = builder.epoch
+                        if self.history and snapshot_history(event) is not None:
+                            self.history_snapshots.append((builder.epoch, offset))
         finally:
             self.state = builder.state()  # the state after the last event folded without error
         return events
+
+    def _skip(self, m: Any, reason: str, detail: str) -> None:
+        """A record that is not the next event: counted, said, handed to ``on_skip``; never fatal."""
+        self.skipped[reason] += 1
+        log.warning(
+            "control log %s: skipping the record at offset %d (%s): %s",
+            self.topic, m.offset(), reason, detail,
+        )  # fmt: skip
+        if self.on_skip is not None:
+            self.on_skip(SkippedRecord(self.topic, m.offset(), reason, detail, m.key(), m.value()))
+
+    @property
+    def next_offset(self) -> int | None:
+        """The offset after the last record folded or skipped (None before the reader starts)."""
+        return self._next_offset
 
     def poll(self, timeout: float = 0.0, max_events: int = 1000) -> list[dict[str, Any]]:
         """New (non-duplicate) events folded into :attr:`state`, in epoch order.
@@ -276,8 +386,11 @@ class ControlLogReader:
         self, timeout: float = 0.0, max_events: int = 1000
     ) -> list[tuple[dict[str, Any], int | None]]:
         """:meth:`poll`, each event with its record's Kafka timestamp (None when the broker gave
-        none): when the event was appended, which the reduce needs to know which settings could be
-        in force for a window (:meth:`spark_jobs.reduce.ownership.OwnershipView.epoch_at_time`)."""
+        none): when the event was appended."""
+        return [(f.event, f.time_ms) for f in self.poll_records(timeout, max_events)]
+
+    def poll_records(self, timeout: float = 0.0, max_events: int = 1000) -> list[Folded]:
+        """:meth:`poll`, each event with its record's timestamp and offset."""
         if self._next_offset is None:
             self._locate(30.0)
         return self._fold_messages(self.consumer.consume(max_events, timeout=timeout))
@@ -292,10 +405,14 @@ class ControlLogReader:
 
     def read_to_end_timed(self, timeout: float = 30.0) -> list[tuple[dict[str, Any], int | None]]:
         """:meth:`read_to_end`, each event with its record's Kafka timestamp (see :meth:`poll_timed`)."""
+        return [(f.event, f.time_ms) for f in self.read_to_end_records(timeout)]
+
+    def read_to_end_records(self, timeout: float = 30.0) -> list[Folded]:
+        """:meth:`read_to_end`, each event with its record's timestamp and offset."""
         if self._next_offset is None:
             self._locate(timeout)
         _low, high = self.bounds(timeout)
-        events: list[tuple[dict[str, Any], int | None]] = []
+        events: list[Folded] = []
         last = (time.monotonic(), self._position())
         while True:
             position = self._position()
@@ -308,129 +425,7 @@ class ControlLogReader:
                     f"reading control topic {self.topic}: no progress for {timeout:g} s at offset "
                     f"{max(position, 0)} (reading to {high})"
                 )
-            events.extend(self.poll_timed(timeout=0.2))
+            events.extend(self.poll_records(timeout=0.2))
 
     def close(self) -> None:
         self.consumer.close()
-
-
-class ControlLogWriter:
-    """Appends events with dense epochs; a fixed ``transactional.id`` fences any second writer.
-
-    ``initial`` is the state the caller expects before epoch 0 (its ``max_workers`` is checked
-    against the routed partitions the log records); ``snapshot_every`` (0: never) makes
-    :meth:`send` append a snapshot of the new state, in the same transaction, once that many
-    epochs passed since the last one, so readers that start at the latest snapshot stay fast.
-    """
-
-    def __init__(
-        self,
-        kafka: KafkaConfig,
-        topic: str,
-        initial: ControlState | None = None,
-        issuer: str = "ballast-control-cli",
-        snapshot_every: int = SNAPSHOT_EVERY,
-    ) -> None:
-        from confluent_kafka import Producer
-
-        self.kafka = kafka
-        self.topic = topic
-        self.initial = initial
-        self.issuer = issuer
-        self.snapshot_every = snapshot_every
-        self.codec = AvroCodec(CONTROL_SCHEMA)
-        self.producer = Producer(kafka.producer(**{"transactional.id": writer_transactional_id(topic)}))
-        self.producer.init_transactions(30)
-        self._reader: ControlLogReader | None = None
-        self._written_epoch = 0
-
-    def current_state(self, timeout: float = 30.0) -> ControlState:
-        """The folded log, including this writer's own earlier sends.
-
-        Right after ``commit_transaction`` returns, the commit markers may not be written yet, so
-        the last stable offset can still hide our own event; wait until the reader has it.
-        """
-        if self._reader is None:
-            self._reader = ControlLogReader(self.kafka, self.topic, self.initial)
-        reader = self._reader
-        reader.read_to_end(timeout)
-
-        def own_event_visible() -> bool:
-            if reader.state.epoch >= self._written_epoch:
-                return True
-            reader.poll(timeout=0.2)
-            return False
-
-        try:
-            wait_until(own_event_visible, timeout, f"own event {self._written_epoch} visible", interval=0)
-        except WaitTimeout as exc:
-            raise ControlLogError(str(exc)) from None
-        return reader.state
-
-    def send(self, etype: str, body: Mapping[str, Any], timeout: float = 30.0) -> dict[str, Any]:
-        """Validate against the folded log, then write ``last epoch + 1`` in one transaction
-        (followed by a snapshot at ``last epoch + 2`` when one is due)."""
-        state = self.current_state(timeout)
-        event = make_event(state.epoch + 1, etype, body, issuer=self.issuer)
-        after = apply_event(state, event)  # refuse to write an event the readers would reject
-        events = [event]
-        assert self._reader is not None
-        since = after.epoch - (self._reader.last_snapshot_epoch or 0)
-        if etype != "TABLE_SNAPSHOT" and self.snapshot_every and since >= self.snapshot_every:
-            snapshot = make_event(after.epoch + 1, *table_snapshot(after), issuer=self.issuer)
-            apply_event(after, snapshot)
-            events.append(snapshot)
-        self._write(events, timeout)
-        return event
-
-    def _write(self, events: list[dict[str, Any]], timeout: float) -> None:
-        self.producer.begin_transaction()
-        for event in events:
-            value = self.codec.encode(event)
-            self.producer.produce(self.topic, value=value, key=str(event["epoch"]).encode())
-        self.producer.commit_transaction(timeout)
-        self._written_epoch = events[-1]["epoch"]
-
-    def write_genesis(
-        self, routed_partitions: int, active_workers: int = 0, timeout: float = 30.0
-    ) -> tuple[str, Genesis]:
-        """Give the log its genesis, once: ``("written" | "rebased" | "exists", genesis)``.
-
-        An empty log gets the genesis at epoch 0. A log with a genesis is left alone when the
-        arguments agree with it (:class:`~ballast.control.genesis.GenesisConflictError`
-        otherwise). A log written before the genesis existed is folded from offset 0 over the
-        state the arguments describe and gets a snapshot of it at ``last + 1`` (a re-base).
-        Runs under this writer's fence, so no other writer appends in between.
-        """
-        initial = initial_state(routed_partitions, active_workers)
-        reader = ControlLogReader(self.kafka, self.topic, initial, require_genesis=False)
-        try:
-            recorded = reader.genesis(timeout)
-            if recorded is not None:
-                check_create(recorded, self.topic, routed_partitions, active_workers)
-                return "exists", recorded
-            reader.read_to_end(timeout)
-            state = reader.state
-            if state.started:
-                status, event = "rebased", make_event(state.epoch + 1, *table_snapshot(state), self.issuer)
-            else:
-                kind = genesis_snapshot(routed_partitions, active_workers)
-                status, event = "written", make_event(0, *kind, issuer=self.issuer)
-            apply_event(state, event)
-            self._write([event], timeout)
-            try:
-                wait_until(lambda: reader.genesis(timeout), timeout, f"the genesis of {self.topic} visible")
-            except WaitTimeout as exc:
-                raise ControlLogError(str(exc)) from None
-        finally:
-            reader.close()
-        genesis = Genesis.of(event)
-        assert genesis is not None
-        return status, genesis
-
-    def close(self) -> None:
-        """Flush and close the producer and the reader: no client outlives the writer."""
-        self.producer.flush(10)
-        self.producer.close()
-        if self._reader is not None:
-            self._reader.close()

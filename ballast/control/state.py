@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from ballast.control.history import History, keep_for
 from ballast.routing.murmur2 import kafka_partition
 from ballast.routing.table import InvalidKeyError, RoutingTable, check_key
 
@@ -48,7 +49,21 @@ DIGEST_WINDOW = 1000
 
 
 class ControlLogError(RuntimeError):
-    """The log cannot be folded: a gap, a conflicting duplicate, or an invalid event. Stop, don't skip."""
+    """The log cannot be folded: a gap, a conflicting duplicate, or an invalid event."""
+
+
+class InvalidEventError(ControlLogError):
+    """An event that no state could take at its epoch (an unknown type, a key that cannot be
+    routed, a worker out of range, ...): checked before anything changes, so a reader can skip it."""
+
+
+class EpochGapError(ControlLogError):
+    """The event's epoch is not the next one: it is not the event that follows the state."""
+
+
+class DuplicateEpochError(ControlLogError):
+    """An epoch the state has already folded, with other content (or content no longer kept): two
+    writers disagree about the log. A reader stops rather than choose between them."""
 
 
 def _freeze(m: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -71,7 +86,10 @@ class ControlState:
     the hash only); ``state.table.route(key)`` is ``F(k)`` at this epoch. ``max_workers`` (the
     routed topic's partition count) bounds ``num_workers`` and every table entry; ``None`` means
     unchecked. ``started`` is False until the first event is folded, which is
-    what lets a reader begin at a snapshot.
+    what lets a reader begin at a snapshot. ``history``: the runs, moduli and keep floors since the
+    log's origin (:mod:`ballast.control.history`) when the fold tracked them, else None; snapshots
+    of this state carry it. Never changed once in a state, and not part of equality (two readers
+    with and without it agree about the routing).
     """
 
     num_workers: int
@@ -82,6 +100,7 @@ class ControlState:
     shed_seed: Mapping[str, int] = field(default_factory=dict)
     digests: Mapping[int, str] = field(default_factory=dict)
     started: bool = False
+    history: History | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.table, RoutingTable) or self.table.num_workers != self.num_workers:
@@ -113,12 +132,6 @@ class ControlState:
         return int(self.shed_seed.get(setting, 0))
 
 
-def keep_for(keep_probability: Mapping[str, float], target: str) -> float:
-    """The one rule for which ``SHEDDING`` setting applies to ``target``: its own, else ``*``, else 1.0
-    (routers apply it to each record of an input topic; the reduce asks it again to scale results)."""
-    return float(keep_probability.get(target, keep_probability.get("*", 1.0)))
-
-
 def initial_state(routed_partitions: int, active_workers: int = 0) -> ControlState:
     """Hash over ``active_workers`` (0: all routed partitions), empty table, nothing folded yet.
 
@@ -137,13 +150,15 @@ def _routing_key(epoch: int, key: str) -> bytes:
     try:
         return check_key(_key_bytes(key))
     except (InvalidKeyError, UnicodeEncodeError) as exc:
-        raise ControlLogError(f"epoch {epoch}: key {key!r} cannot be routed: {exc}") from None
+        raise InvalidEventError(f"epoch {epoch}: key {key!r} cannot be routed: {exc}") from None
 
 
 def _check_worker(at: int, key: str, worker: int, num_workers: int) -> None:
     """``at``: the epoch of the state the event is folded into (the message names ``at + 1``)."""
     if not 0 <= worker < num_workers:
-        raise ControlLogError(f"epoch {at + 1}: key {key!r} -> worker {worker} outside 0..{num_workers - 1}")
+        raise InvalidEventError(
+            f"epoch {at + 1}: key {key!r} -> worker {worker} outside 0..{num_workers - 1}"
+        )
 
 
 def apply_event(state: ControlState, event: Mapping[str, Any]) -> ControlState:
@@ -172,10 +187,10 @@ def snapshot_max_workers(epoch: int, body: Mapping[str, Any], max_workers: int |
     """
     recorded = int(body.get("routed_partitions", 0) or 0)
     if recorded < 0:
-        raise ControlLogError(f"epoch {epoch}: routed_partitions must be >= 0, got {recorded}")
+        raise InvalidEventError(f"epoch {epoch}: routed_partitions must be >= 0, got {recorded}")
     if recorded == 0:
         return max_workers
-    if max_workers is not None and recorded != max_workers:
+    if max_workers is not None and recorded != max_workers:  # the reader's deployment, not the event
         raise ControlLogError(
             f"epoch {epoch}: the snapshot records {recorded} routed partitions, the reader has {max_workers}"
         )
@@ -252,14 +267,25 @@ def migration_step(
 
 
 def table_snapshot(state: ControlState) -> tuple[str, dict]:
-    """The whole state as one event; it records the routed partitions (0 when the state has none)."""
+    """The whole state as one event; it records the routed partitions (0 when the state has none)
+    and the history when the state has it (a reader that needs it can start here)."""
     return "TABLE_SNAPSHOT", {
         "num_workers": state.num_workers,
         "table": {k.decode("utf-8"): w for k, w in state.table.items()},
         "keep_probability": dict(state.keep_probability),
         "routed_partitions": state.max_workers or 0,
         "shed_seed": dict(state.shed_seed),
+        "history": None if state.history is None else state.history.to_avro(),
     }
+
+
+def snapshot_history(event: Mapping[str, Any]) -> History | None:
+    """The history a ``TABLE_SNAPSHOT`` carries (None: none, or not a snapshot)."""
+    if event.get("type") != "TABLE_SNAPSHOT":
+        return None
+    payload = event["payload"]
+    body = payload[1] if isinstance(payload, tuple) else payload
+    return History.from_avro(body.get("history"))
 
 
 def scale(num_workers: int, reason: str = "") -> tuple[str, dict]:
@@ -291,9 +317,14 @@ class StateBuilder:
     anything changes, so after an error the builder still holds the state after the last good
     event. tests/unit/ballast/control/test_state_builder.py folds random event sequences through it
     and through a reference copy of the old pure fold, and compares states and errors.
+
+    **History** (:mod:`ballast.control.history`): a builder tracks it when its state has one, or,
+    with ``history=True``, from its first event on (a base snapshot: the history it carries, else
+    the origin's; the caller starts there only at a snapshot that carries one or at the origin).
+    A snapshot folded later keeps the builder's own history: it is the one the writer wrote.
     """
 
-    def __init__(self, state: ControlState) -> None:
+    def __init__(self, state: ControlState, *, history: bool = False) -> None:
         self.epoch = state.epoch
         self.num_workers = state.num_workers
         self.max_workers = state.max_workers
@@ -303,7 +334,14 @@ class StateBuilder:
         self._seed: dict[str, int] = dict(state.shed_seed)
         # epoch -> digest, oldest first (epochs are folded in increasing order)
         self._digests: dict[int, str] = dict(sorted(state.digests.items()))
+        self._history: History | None = None if state.history is None else state.history.copy()
+        self._track = self._history is not None or (history and not state.started)
         self._frozen: ControlState | None = state
+
+    @property
+    def history(self) -> History | None:
+        """The history as of :attr:`epoch` (the builder's own: do not change it)."""
+        return self._history
 
     def apply(self, event: Mapping[str, Any]) -> bool:
         """Fold one decoded event; False for an identical re-send (ignored). Raises
@@ -318,19 +356,21 @@ class StateBuilder:
             if seen == digest:
                 return False
             if seen is None:
-                raise ControlLogError(unknown_duplicate(epoch, self.epoch))
-            raise ControlLogError(
+                raise DuplicateEpochError(unknown_duplicate(epoch, self.epoch))
+            raise DuplicateEpochError(
                 f"duplicate epoch {epoch} with different content (state at {self.epoch}); refusing to guess"
             )
         if epoch != self.epoch + 1 and not (
             not self.started and etype == "TABLE_SNAPSHOT" and epoch >= self.epoch
         ):
-            raise ControlLogError(
+            raise EpochGapError(
                 f"gap in the control log: at epoch {self.epoch}, next event has epoch {epoch}"
             )
         if etype not in CONTROL_TYPES:
-            raise ControlLogError(f"epoch {epoch}: unknown control type {etype!r}")
+            raise InvalidEventError(f"epoch {epoch}: unknown control type {etype!r}")
 
+        owners = self._owners_before(etype, body) if self._track and self.started else None
+        n_before = self.num_workers
         if etype == "ROUTING_UPDATE":
             self._routing_update(epoch, body)
         elif etype == "TABLE_SNAPSHOT":
@@ -340,7 +380,7 @@ class StateBuilder:
         elif etype == "SHEDDING":
             p = float(body["keep_probability"])
             if not 0.0 <= p <= 1.0:
-                raise ControlLogError(f"epoch {epoch}: keep_probability {p} outside [0, 1]")
+                raise InvalidEventError(f"epoch {epoch}: keep_probability {p} outside [0, 1]")
             self._check_workers(epoch, self.num_workers, self.max_workers)
             target = str(body["target"])
             self._keep[target] = p
@@ -355,20 +395,57 @@ class StateBuilder:
         oldest = epoch - DIGEST_WINDOW
         while next(iter(digests)) <= oldest:
             del digests[next(iter(digests))]
+        if self._track:
+            self._advance_history(epoch, etype, body, owners, n_before)
         self.epoch = epoch
         self.started = True
         self._frozen = None
         return True
 
+    def _owners_before(self, etype: str, body: Mapping[str, Any]) -> dict[bytes, int]:
+        """The owner before the event of every key whose owner it may change (read-only: the event
+        is still being checked). On a possible change of the modulus, every key ever pinned too."""
+        if etype == "ROUTING_UPDATE":
+            named = [*body.get("assign", {}), *body.get("unassign", [])]
+        elif etype in ("TABLE_SNAPSHOT", "SCALE"):
+            named = list(body.get("table", {})) if etype == "TABLE_SNAPSHOT" else []
+            named.extend(k.decode("utf-8") for k in self._entries)
+            assert self._history is not None
+            if int(body["num_workers"]) != self.num_workers:
+                named.extend(self._history.runs)
+        else:
+            return {}
+        owners = {}
+        for key in named:
+            try:
+                kb = _key_bytes(key)
+            except UnicodeEncodeError:
+                continue  # the fold refuses the event
+            owners[kb] = self.route(kb)
+        return owners
+
+    def _advance_history(
+        self, epoch: int, etype: str, body: Mapping[str, Any], owners: dict[bytes, int] | None, n_before: int
+    ) -> None:
+        if owners is None:  # the first event: a base snapshot
+            adopted = History.from_avro(body.get("history")) if etype == "TABLE_SNAPSHOT" else None
+            self._history = adopted or History.origin(epoch, self.num_workers, self._entries, self._keep)
+            return
+        history = self._history
+        assert history is not None
+        after = {kb: (before, self.route(kb)) for kb, before in owners.items()}
+        keep = self._keep if etype in ("SHEDDING", "TABLE_SNAPSHOT") else None
+        history.advance(epoch, after, self._entries, self.num_workers, keep)
+
     @staticmethod
     def _check_workers(epoch: int, num_workers: int, max_workers: int | None) -> None:
         """The checks every event's resulting worker count must pass."""
         if max_workers is not None and num_workers > max_workers:
-            raise ControlLogError(
+            raise InvalidEventError(
                 f"epoch {epoch}: {num_workers} workers exceed the {max_workers} routed partitions"
             )
         if num_workers < 1:
-            raise ControlLogError(f"epoch {epoch}: num_workers must be >= 1, got {num_workers}")
+            raise InvalidEventError(f"epoch {epoch}: num_workers must be >= 1, got {num_workers}")
 
     def _routing_update(self, epoch: int, body: Mapping[str, Any]) -> None:
         n = self.num_workers
@@ -407,7 +484,7 @@ class StateBuilder:
         n = int(body["num_workers"])
         bad = {k.decode(): w for k, w in self._entries.items() if w >= n}
         if bad:
-            raise ControlLogError(f"epoch {epoch}: SCALE to {n} leaves table entries out of range: {bad}")
+            raise InvalidEventError(f"epoch {epoch}: SCALE to {n} leaves table entries out of range: {bad}")
         self._check_workers(epoch, n, self.max_workers)
         # a pinned key keeps its worker; pins equal to the new hash home drop out
         self._entries = {k: w for k, w in self._entries.items() if w != kafka_partition(k, n)}
@@ -418,6 +495,10 @@ class StateBuilder:
         view asks this before and after every event for the keys the event names)."""
         worker = self._entries.get(key)
         return kafka_partition(key, self.num_workers) if worker is None else worker
+
+    def pin(self, key: bytes) -> int | None:
+        """``key``'s table entry at the builder's epoch (None: it follows the hash)."""
+        return self._entries.get(key)
 
     def pinned(self) -> frozenset[bytes]:
         """The keys with a table entry at the builder's epoch."""
@@ -439,5 +520,6 @@ class StateBuilder:
                 shed_seed=self._seed,
                 digests=self._digests,
                 started=self.started,
+                history=None if self._history is None else self._history.copy(),
             )
         return self._frozen

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from confluent_kafka.admin import AdminClient
 
 from ballast.control.genesis import Genesis, check_create
-from ballast.control.log import ControlLogReader, ControlLogWriter
+from ballast.control.log import ControlLogReader
 from ballast.control.state import initial_state
+from ballast.control.writer import ControlLogWriter
 from ballast.kafka.admin import ensure_topics, make_admin, partition_count
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout, TopicSpec

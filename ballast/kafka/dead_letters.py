@@ -16,9 +16,11 @@ SOURCE_TOPIC = "ballast.source.topic"
 SOURCE_PARTITION = "ballast.source.partition"
 SOURCE_OFFSET = "ballast.source.offset"
 JOB = "ballast.job"  # the reduce job that refused the record
+CONTROLLER = "ballast.controller"  # the controller that found a record on its control log that is no event
 
 # every router dead letter carries all of them, in this order (new names are appended: consumers
-# may have relied on the first six); the reduce's carry the first five and JOB
+# may have relied on the first six); the reduce's carry the first five and JOB, the controller's
+# (for control-topic records that are no event) the first five and CONTROLLER
 DLQ_HEADERS = (
     REASON,
     DETAIL,

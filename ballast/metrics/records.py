@@ -95,6 +95,7 @@ class WorkerStats:
     violations: int = 0
     corrections: int = 0
     state_buckets: int = 0
+    control_records_skipped: int = 0
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> WorkerStats:
@@ -170,6 +171,7 @@ class ControllerStatus:
     requests_refused: dict[str, int] = field(default_factory=dict)
     decisions: int = 0
     last_decision: str = ""
+    control_records_skipped: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> ControllerStatus:

@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ballast.control.log import ControlLogWriter
 from ballast.control.state import initial_state, routing_update
+from ballast.control.writer import ControlLogWriter
 from ballast.deployment.create import create_deployment
 from ballast.harness.pipeline import Pipeline
 from ballast.kafka.admin import make_admin

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import FOREVER, ROOT
 
 from ballast.avro.codec import AvroCodec
-from ballast.control.log import SNAPSHOT_EVERY, ControlLogReader, writer_transactional_id
+from ballast.control.log import SNAPSHOT_EVERY, ControlLogReader
 from ballast.control.state import (
     CONTROL_SCHEMA,
     ControlState,
@@ -56,6 +56,7 @@ from ballast.control.state import (
     routing_update,
     table_snapshot,
 )
+from ballast.control.writer import writer_transactional_id
 from ballast.deployment.create import create_deployment
 from ballast.devstack.stack import start_stack, stop_stack
 from ballast.harness.pipeline import Pipeline

@@ -52,8 +52,8 @@ class PlanSettings(Settings):
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from ballast.control.log import ControlLogWriter
     from ballast.control.state import routing_update
+    from ballast.control.writer import ControlLogWriter
     from services.controller.planning import planning_round
     from services.controller.router_load import read_router_load
 

@@ -49,6 +49,12 @@ class ControllerGauges:
         self.decisions = Gauge(
             "ballast_controller_decisions_total", "Rebalances decided since start", lbl, registry=r
         )
+        self.control_skipped = Gauge(
+            "ballast_controller_control_records_skipped_total",
+            "Control-topic records that were no event (dead-lettered), since start, by reason",
+            [*lbl, "reason"],
+            registry=r,
+        )
 
     def update(self, status: ControllerStatus) -> None:
         c = status.controller
@@ -63,6 +69,8 @@ class ControllerGauges:
         for reason, n in status.requests_refused.items():
             self.refused.labels(c, reason).set(n)
         self.decisions.labels(c).set(status.decisions)
+        for reason, n in status.control_records_skipped.items():
+            self.control_skipped.labels(c, reason).set(n)
 
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
         """``/metrics`` on ``host:port`` in a daemon thread (prometheus_client's server)."""

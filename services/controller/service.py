@@ -44,6 +44,7 @@ from ballast.metrics.records import ControllerStatus, RouterKeyStats, WorkerStat
 from ballast.planner.forecast import ForecastSettings, LoadForecaster
 from ballast.planner.trigger import TriggerSettings, TriggerState, observe
 from ballast.routing.murmur2 import kafka_partition
+from services.controller.audit import ControlAudit
 from services.controller.config import ControllerSettings
 from services.controller.interval_load import IntervalLoad, fold_interval, key_state_bytes, router_weights
 from services.controller.pacing import KeyMove, Marker, Migration, PacingSettings, SendStep, StepTimedOut
@@ -151,6 +152,7 @@ class Controller:
         self.tallies = Tallies()
         self.migration: Migration | None = None
         self.link: ControlLink | None = None
+        self.audit: ControlAudit | None = None
         self.sequencer: Sequencer | None = None
         self._router_stats: list[tuple[str, int, RouterKeyStats]] = []  # (router, span ms, report)
         self._worker_stats: list[WorkerStats] = []
@@ -184,10 +186,20 @@ class Controller:
     def _load_log(self) -> None:
         assert self.link is not None
         s = self.settings
-        state, tail = self.link.read_log(initial_state(self.routed_partitions), s.remembered_requests)
+        if self.audit is not None:
+            self.audit.close()
+        self.audit = audit = ControlAudit(self.link)
+        self.link.before_commit = audit.before_commit
+        initial = initial_state(self.routed_partitions)
+        state, tail, reader = self.link.read_log(initial, s.remembered_requests, on_skip=audit.skipped_record)
+        audit.follow(reader, initial)
         limits = RequestLimits(s.max_request_keys, s.max_request_bytes, s.remembered_requests)
         self.sequencer = Sequencer(state, self.id, limits, s.snapshot_every, int(s.request_ttl_s * 1000))
         self.sequencer.remember(tail)
+        if not reader.history_snapshots and state.epoch >= s.snapshot_every:
+            # no snapshot carries the history (a log of an older Ballast, folded from its origin):
+            # the next transaction writes one, so readers that need it stop folding from the origin
+            self.sequencer.since_snapshot = max(self.sequencer.since_snapshot, s.snapshot_every)
         resumed = resume_migration(tail, self.pacing)
         self.migration = None
         self._migration_started_ms = 0
@@ -250,6 +262,7 @@ class Controller:
                 self._next_interval = now + self.settings.interval_s
                 self._end_interval()
             self._flush_own_events()
+            self._audit_log()
         except Exception as exc:
             if is_fenced(exc):
                 raise Fenced(str(exc)) from exc
@@ -374,6 +387,14 @@ class Controller:
         self._append_own_events()
         self.link.commit()
 
+    def _audit_log(self) -> None:
+        """Dead letters for records on the log that are no event, in a transaction of their own
+        when no other one carried them (services.controller.audit)."""
+        assert self.link is not None and self.audit is not None
+        if self.audit.poll():
+            self.link.begin()
+            self.link.commit()
+
     def _append_own_events(self) -> None:
         """The controller's own events so far into the open transaction, in their epochs' order."""
         assert self.link is not None
@@ -488,6 +509,7 @@ class Controller:
             requests_refused=dict(t.refused),
             decisions=t.decisions,
             last_decision=t.last_decision,
+            control_records_skipped=dict(self.audit.skipped) if self.audit is not None else {},
         )
 
     def _publish_status(self) -> None:
@@ -502,6 +524,8 @@ class Controller:
         self._status.poll(0)
 
     def close(self) -> None:
+        if self.audit is not None:
+            self.audit.close()
         if self.link is not None:
             self.link.close()
         if self._reader is not None:

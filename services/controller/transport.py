@@ -25,11 +25,20 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from ballast.avro.codec import AvroCodec, CodecError
-from ballast.control.log import ControlLogReader, writer_transactional_id
+from ballast.control.log import ControlLogReader, SkippedRecord
 from ballast.control.state import CONTROL_SCHEMA, ControlState
+from ballast.control.writer import writer_transactional_id
 from ballast.kafka.checkpoint import Checkpoint, CheckpointError
 from ballast.kafka.clients import make_consumer, make_producer
 from ballast.kafka.configuration import KafkaConfig
+from ballast.kafka.dead_letters import (
+    CONTROLLER,
+    DETAIL,
+    REASON,
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
+    SOURCE_TOPIC,
+)
 from ballast.kafka.topics import TopicLayout
 
 log = logging.getLogger(__name__)
@@ -68,6 +77,9 @@ class ControlLink:
         self.layout = layout
         self.controller_id = controller_id
         self.control_topic = layout.name("control")
+        self.dead_letter_topic = layout.name("dead_letter")
+        # the audit's last writes in every transaction (services.controller.audit)
+        self.before_commit: Callable[[], None] | None = None
         self.requests_topic = layout.name("requests")
         self.responses_topic = layout.name("responses")
         self.events = AvroCodec(CONTROL_SCHEMA)
@@ -89,6 +101,7 @@ class ControlLink:
             exactly_once=True,
             commit_interval_s=0.0,
             on_rewind=on_rewind,
+            before_commit=self._before_commit,
             name=f"controller {controller_id}",
             commit_timeout_s=commit_timeout_s,
         )
@@ -100,17 +113,23 @@ class ControlLink:
     # --- the log ------------------------------------------------------------------------------------
 
     def read_log(
-        self, initial: ControlState, remembered: int, timeout: float = 60.0
-    ) -> tuple[ControlState, list[dict[str, Any]]]:
-        """The folded log (after the fence, so nobody appends meanwhile) and its last ``remembered``
-        events (their request ids answer resends; migrations in flight are read from them)."""
-        reader = ControlLogReader(self.kafka, self.control_topic, initial)
+        self,
+        initial: ControlState,
+        remembered: int,
+        timeout: float = 60.0,
+        on_skip: Callable[[SkippedRecord], None] | None = None,
+    ) -> tuple[ControlState, list[dict[str, Any]], ControlLogReader]:
+        """The folded log (after the fence, so nobody appends meanwhile), its last ``remembered``
+        events (their request ids answer resends; migrations in flight are read from them) and the
+        reader, left open to follow the log (the caller closes it). The state carries the history
+        (:mod:`ballast.control.history`), so every snapshot the controller writes has it."""
+        reader = ControlLogReader(self.kafka, self.control_topic, initial, history=True, on_skip=on_skip)
         try:
             reader.read_to_end(timeout)
-            state = reader.state
-        finally:
+        except BaseException:
             reader.close()
-        return state, self._tail(remembered, timeout)
+            raise
+        return reader.state, self._tail(remembered, timeout), reader
 
     def _tail(self, count: int, timeout: float) -> list[dict[str, Any]]:
         consumer = make_consumer(
@@ -143,6 +162,33 @@ class ControlLink:
             return events
         finally:
             consumer.close()
+
+    # --- the audit of the log (services.controller.audit) -----------------------------------------
+
+    def audit_offset(self) -> int:
+        """The control topic's offset the controllers of this group audited up to (negative: none)."""
+        tp = TopicPartition(self.control_topic, 0)
+        return int(self.consumer.committed([tp], timeout=30)[0].offset)
+
+    def audited(self, offset: int) -> None:
+        """Commit ``offset`` as audited with the next transaction."""
+        self.checkpoint.offsets[(self.control_topic, 0)] = offset
+
+    def dead_letter(self, record: SkippedRecord) -> None:
+        """A control record that is no event, unchanged, with why and where in headers (open transaction)."""
+        headers = [
+            (REASON, record.reason.encode()),
+            (DETAIL, record.detail.encode("utf-8", "replace")[:4096]),
+            (SOURCE_TOPIC, record.topic.encode()),
+            (SOURCE_PARTITION, b"0"),
+            (SOURCE_OFFSET, str(record.offset).encode()),
+            (CONTROLLER, self.controller_id.encode()),
+        ]
+        self.producer.produce(self.dead_letter_topic, value=record.value, key=record.key, headers=headers)
+
+    def _before_commit(self) -> None:
+        if self.before_commit is not None:
+            self.before_commit()
 
     # --- requests ------------------------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ class RouterTotals:
     transactions: int = 0
     aborts: int = 0
     commit_retries: int = 0
+    control_skipped: int = 0  # control records that were no event (junk): skipped, see ballast.control.log
     epochs_applied: list[int] = field(default_factory=list)
 
 
@@ -75,6 +76,12 @@ class _Prometheus:
             "ballast_router_offset_resets",
             "Fetch-position resets: a record below the assigned start offset was accepted",
             lbl,
+            registry=r,
+        )
+        self.control_skipped = Counter(
+            "ballast_router_control_records_skipped",
+            "Control-topic records skipped: not a ControlEvent, or no event the log could take there",
+            [*lbl, "reason"],
             registry=r,
         )
         self.table_size = Gauge("ballast_router_table_size", "Routing table entries", lbl, registry=r)
@@ -123,6 +130,7 @@ class RouterMetrics:
         self._batch_seconds = p.batch_seconds.labels(rid)
         # created on first use, so the exposition lists only reasons and partitions that occurred
         self._dead_family = p.dead_lettered
+        self._control_skipped = p.control_skipped
         self._partition_family = p.partition_records
         self._dead: dict[str, Any] = {}
         self._partition: dict[int, Any] = {}
@@ -199,6 +207,12 @@ class RouterMetrics:
         self._num_workers.set(state.num_workers)
         if not initial:
             self.totals.epochs_applied.append(state.epoch)
+
+    def control_record_skipped(self, record: Any) -> None:
+        """The control reader skipped a record that is no event (a ``SkippedRecord``); the reader
+        logged it, the controller dead-letters it."""
+        self.totals.control_skipped += 1
+        self._control_skipped.labels(self.router_id, record.reason).inc()
 
     def markers_written(self, n: int) -> None:
         self.totals.markers += n

@@ -133,6 +133,8 @@ class Router:
         # catches up with the control log to it before routing them
         self.required_epoch = 0
         self.control = ControlFollower(control)
+        if hasattr(control, "on_skip"):  # a control record that is no event: counted, not fatal
+            control.on_skip = self.metrics.control_record_skipped
         self.parser = InputParser(replace(settings.format_options(), max_record_bytes=self.max_record_bytes))
         self.state: ControlState = self.control.state
         self.routes = RouteCache(self.state.table, settings.route_cache_size)

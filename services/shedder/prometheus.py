@@ -94,6 +94,12 @@ class ShedderGauges:
             "Metrics records that did not decode, skipped",
             registry=r,
         )
+        self.control_skipped = Gauge(
+            "ballast_shedder_control_records_skipped_total",
+            "Control-topic records that were no event, skipped (the controller dead-letters them)",
+            ["reason"],
+            registry=r,
+        )
 
     def update_lags(self, groups: Sequence[GroupLag]) -> None:
         for g in groups:
@@ -121,13 +127,20 @@ class ShedderGauges:
         self.capacity.set(decision.capacity)
 
     def update_totals(
-        self, cycles: int, decisions: int, answers: Mapping[str, int], undecodable: int
+        self,
+        cycles: int,
+        decisions: int,
+        answers: Mapping[str, int],
+        undecodable: int,
+        control_skipped: Mapping[str, int] | None = None,
     ) -> None:
         self.cycles.set(cycles)
         self.decisions.set(decisions)
         for outcome, n in answers.items():
             self.answers.labels(outcome).set(n)
         self.undecodable.set(undecodable)
+        for reason, n in (control_skipped or {}).items():
+            self.control_skipped.labels(reason).set(n)
 
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
         """``/metrics`` on ``host:port`` in a daemon thread (prometheus_client's server)."""

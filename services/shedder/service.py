@@ -213,7 +213,8 @@ class Shedder:
         self._collect_answers()
         self.gauges.update_lags(self.groups)
         self.gauges.update_decision(decision, {t: v.lag_s for t, v in views.items()})
-        self.gauges.update_totals(self.cycles, self.decisions, self.answers, self.undecodable)
+        skipped = self.reader.skipped if self.reader is not None else {}
+        self.gauges.update_totals(self.cycles, self.decisions, self.answers, self.undecodable, skipped)
         return self._lag_samples(since_ms) if self.settings.publish_lag else []
 
     def capacity(self, now: float, jobs: Sequence[str]) -> float | None:

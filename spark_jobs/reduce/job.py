@@ -114,9 +114,11 @@ def routed_rows(spark, spec: JobSpec, max_offsets: int = 0):
 
 
 def control_rows(spark, spec: JobSpec):
-    """The control log's events as ``CONTROL`` rows, one per worker label each: their ``epoch``
-    (the record key the log writer gives every event) tells every worker how far the log reached
-    when the micro-batch was planned.
+    """The control log's records as ``CONTROL`` rows, one per worker label each: their ``offset``
+    tells every worker how far the log reached when the micro-batch was planned (the worker
+    resolves it to the epoch after it, :func:`spark_jobs.reduce.stateful.resolve_log_end`; the
+    ``epoch`` column, the record key the log writer gives every event, is only what the key says:
+    anyone can produce a record with any key to the topic).
 
     Why the log as a second source and not read from the workers at run time: the emission rule
     asks whether a key's run has ended *in the log* (a lagging partition would not show it yet).
@@ -138,7 +140,7 @@ def control_rows(spark, spec: JobSpec):
     labels = F.array(*[F.lit(int(x)) for x in spec.labels])
     return raw.select(
         F.explode(labels).alias("label"),
-        F.lit(-1).cast("long").alias("offset"),
+        F.col("offset").cast("long").alias("offset"),
         F.expr("unix_millis(timestamp)").alias("timestamp"),
         F.lit(CONTROL).cast("int").alias("kind"),
         F.coalesce(F.col("key").cast("string").cast("long"), F.lit(0)).alias("epoch"),

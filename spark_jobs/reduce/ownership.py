@@ -12,7 +12,7 @@ it has not folded instead of answering with less.
 Two kinds of ownership change:
 
 * **Table moves**: a ``ROUTING_UPDATE`` (or a snapshot with another table) pins keys to workers or
-  hands them back to the hash. The view records, per key it ever named, the epochs its pin changed.
+  hands them back to the hash. The view records, per key, the epochs its pin changed.
 * **Rehash**: a ``SCALE`` (or a snapshot with another worker count) changes the hash modulus, so
   every unpinned key whose ``murmur2 % n`` changes moves, an unbounded set the view does not list:
   it records the epochs the modulus changed, and owners follow from the key itself
@@ -26,33 +26,31 @@ a transaction boundary), so the record's envelope epoch names the settings it wa
 view keeps their history (:meth:`OwnershipView.keep_probabilities`), and the engine scales each
 window's results by the probabilities its records survived.
 
-**When each epoch began.** A window whose shed records were *all* dropped saw only records kept
-for sure, so its own records cannot tell it that something was shed. The engine asks instead which
-settings were in force while the window's records could have been routed: from the epoch in force
-at a log time (:meth:`OwnershipView.epoch_at_time`) to the log's end. The time of an epoch is its
-control record's Kafka timestamp, which is in the log itself, so a replay answers the same. Times
-are made non-decreasing (a writer whose clock ran behind an earlier one's counts as appending at
-the earlier time): that can only move an epoch's start later, hence the answer earlier, and an
-earlier first epoch covers more settings. Events folded without a timestamp (older callers) leave
-the answer at the last timed event before them, or at the first epoch folded: never later than
-the truth.
-
-Memory: one entry per key ever named by the table (not per key ever seen), one per modulus change,
-one per change of the shedding settings and one (epoch, time) pair per event folded with a time;
-rebuilt from the log's genesis when a worker process starts.
+**What is kept, and from where** (issue 27, defect 5: every worker used to fold the whole log from
+its genesis, 5-6 k events per CPU-second and ~860 B per event, so a long log failed every fresh
+task). The view keeps the *detail* (pin changes, moves, settings) only of the epochs after its
+*floor*, and below it the small :class:`~ballast.control.history.History` the log's snapshots
+carry: per key ever pinned the epoch its run began, the modulus changes, the lowest keep-probability
+in force since any epoch. That answers every question about a run that is still in force at the
+floor (a key pinned long ago, state held since) and about every epoch after the floor, exactly as a
+fold from the genesis would. A question that needs detail below the floor (a record from a router
+that lags further behind, a chunk of an old move, a worker whose frontier is behind) makes the view
+fold that part again (its ``loader``: :class:`spark_jobs.reduce.ownership_log.OwnershipLog` reads
+from the latest snapshot at or before the epoch); it never answers with less. :meth:`forget` raises
+the floor again past detail no question needed for a while.
 """
 
 from __future__ import annotations
 
 import bisect
-import time
-from collections.abc import KeysView, Mapping, Sequence
+from collections.abc import Callable, KeysView, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ballast.control.state import ControlLogError, StateBuilder, initial_state, keep_for
+from ballast.control.history import History, copy_floors, keep_for, lowest_since, note_keep
+from ballast.control.state import StateBuilder, initial_state, snapshot_history
 from ballast.routing.murmur2 import kafka_partition, kafka_partition_array, murmur2_array
 
 Move = tuple[int, int]  # (from worker, to worker)
@@ -63,160 +61,238 @@ class EpochNotFolded(LookupError):
     """A question about an epoch the view has not folded yet (call ``ensure`` first)."""
 
 
+class EpochForgotten(LookupError):
+    """A question that needs the detail of an epoch below the view's floor, and no way to read it."""
+
+
 def _body(event: Mapping[str, Any]) -> Mapping[str, Any]:
     payload = event["payload"]
     return payload[1] if isinstance(payload, tuple) else payload
 
 
 class OwnershipView:
-    """The routing history, folded event by event from the log's genesis."""
+    """The routing history, folded event by event from a snapshot that carries the history (or the
+    log's origin); ``loader(epoch)``: a view folded from at or before ``epoch`` to at least this
+    one's epoch (None: a question below the floor raises :class:`EpochForgotten`)."""
 
-    def __init__(self, routed_partitions: int) -> None:
-        self._builder = StateBuilder(initial_state(routed_partitions))
-        self._pins: dict[str, list[tuple[int, int]]] = {}  # key -> [(epoch, pinned worker | -1)]
-        self._moduli: list[tuple[int, int]] = []  # [(epoch, hash modulus from then)], epoch ascending
-        self._rehash: list[int] = []  # epochs at which the modulus changed
+    def __init__(
+        self, routed_partitions: int, loader: Callable[[int], OwnershipView] | None = None
+    ) -> None:
+        self._builder = StateBuilder(initial_state(routed_partitions), history=True)
+        self._loader = loader
+        self._floor = 0  # detail is kept for the epochs after it
+        self._at_origin = True  # the floor is the log's origin: nothing before it to forget
+        self._pins: dict[str, list[tuple[int, int]]] = {}  # key -> [(floor, pin then), (epoch, pin)]
+        self._base_runs: dict[str, int] = {}  # run start at the floor of the keys whose run changed since
         self._moves: dict[int, dict[str, Move]] = {}
-        # [(epoch, the SHEDDING settings from then on)], epoch ascending, one entry per change
+        # [(epoch, the SHEDDING settings from then on)], from the floor, one entry per change
         self._keeps: list[tuple[int, dict[str, float]]] = []
         self._keep_epochs: list[int] = []
-        self._sheds = False  # some setting below 1 was ever in force
-        self._first = 0  # the first epoch folded (the genesis)
-        # events folded with their log time: epochs ascending, times non-decreasing (running max)
-        self._timed_epochs: list[int] = []
-        self._times: list[int] = []
+        self._floors: dict[str, list[list[Any]]] = {}  # keep floors as of the floor
+        self._rehash: list[int] = []  # epochs at which the modulus changed (a copy of the history's)
+        self._asked: int | None = None  # the lowest epoch a question needed since `_asked_from`
+        self._asked_from = 0
 
     # --- folding ----------------------------------------------------------------------------------
 
     @property
     def epoch(self) -> int:
-        """The last epoch folded (-1 before the genesis)."""
+        """The last epoch folded (-1 before the first event)."""
         return self._builder.epoch if self._builder.started else -1
 
     @property
+    def floor(self) -> int:
+        """Detail is kept for the epochs after this one (see the module docstring)."""
+        return self._floor
+
+    @property
+    def _history(self) -> History:
+        history = self._builder.history
+        assert history is not None, "the view has folded nothing yet"
+        return history
+
+    @property
     def moved_keys(self) -> KeysView[str]:
-        """The keys the table ever named: a live view, O(1) per membership test."""
-        return self._pins.keys()
+        """The keys the table ever pinned: a live view, O(1) per membership test."""
+        history = self._builder.history
+        return history.runs.keys() if history is not None else {}.keys()
 
     @property
     def rehash_epochs(self) -> Sequence[int]:
         return self._rehash
 
-    def apply(self, event: Mapping[str, Any], log_ms: int | None = None) -> None:
-        """Fold one event (in log order); ``log_ms``: its control record's Kafka timestamp, when
-        the caller read it from the topic (see :meth:`epoch_at_time`)."""
+    def apply(self, event: Mapping[str, Any]) -> None:
+        """Fold one event (in log order). The first event must be a snapshot that carries the
+        history, or the log's origin."""
         builder = self._builder
         etype = event["type"]
         body = _body(event)
-        genesis = not builder.started
-        if etype == "ROUTING_UPDATE":
-            named = set(body.get("assign", {})) | set(body.get("unassign", []))
-        elif etype in ("TABLE_SNAPSHOT", "SCALE") and not genesis:
-            named = {k.decode("utf-8") for k in builder.pinned()} | set(body.get("table", {}))
-        else:
-            named = set()
+        before: dict[str, tuple[int, int, int | None]] = {}
+        if builder.started:
+            history = self._history
+            if etype == "ROUTING_UPDATE":
+                named = set(body.get("assign", {})) | set(body.get("unassign", []))
+            elif etype in ("TABLE_SNAPSHOT", "SCALE"):
+                named = {k.decode("utf-8") for k in builder.pinned()} | set(body.get("table", {}))
+                if int(body["num_workers"]) != builder.num_workers:
+                    named |= set(history.runs)  # their hash home may change
+            else:
+                named = set()
+            for key in named:
+                try:
+                    kb = key.encode("utf-8")
+                except UnicodeEncodeError:
+                    continue  # the fold refuses the event
+                pin = builder.pin(kb)
+                before[key] = (builder.route(kb), UNPINNED if pin is None else pin, history.runs.get(key))
         n_before = builder.num_workers
-        before = {k: builder.route(k.encode("utf-8")) for k in named}
+        started = builder.started
         if not builder.apply(event):
             return
         epoch = builder.epoch
-        self._keep_history(epoch)
-        if log_ms is not None:
-            self._timed_epochs.append(epoch)
-            self._times.append(max(int(log_ms), self._times[-1]) if self._times else int(log_ms))
-        if genesis:
-            self._first = epoch
-            self._moduli = [(epoch, builder.num_workers)]
-            for kb in builder.pinned():  # pinned from the start: owned by their pin, not their home
-                self._pins[kb.decode("utf-8")] = [(0, builder.route(kb))]
+        if not started:
+            self._start(epoch, event)
             return
+        history = self._history
         if builder.num_workers != n_before:
-            self._moduli.append((epoch, builder.num_workers))
-            self._rehash.append(epoch)
-        pinned = builder.pinned()
+            self._rehash = history.rehash_epochs
+        if etype in ("SHEDDING", "TABLE_SNAPSHOT"):
+            keep = builder.keep_probabilities()
+            if keep != self._keeps[-1][1]:
+                self._keeps.append((epoch, keep))
+                self._keep_epochs.append(epoch)
         moves: dict[str, Move] = {}
-        for key in named:
+        for key, (owner, pin, run) in before.items():
             kb = key.encode("utf-8")
-            pin = builder.route(kb) if kb in pinned else UNPINNED
-            history = self._pins.get(key)
-            if pin != (history[-1][1] if history else UNPINNED):
-                if history is None:
-                    history = self._pins[key] = [(0, UNPINNED)]
-                history.append((epoch, pin))
+            now = builder.pin(kb)
+            now = UNPINNED if now is None else now
+            if now != pin:
+                self._pins.setdefault(key, [(self._floor, pin)]).append((epoch, now))
+            if key not in self._base_runs and history.runs.get(key) != run:
+                self._base_runs[key] = run if run is not None else history.default_run(kb, self._floor)
             new = builder.route(kb)
-            if new != before[key] and builder.num_workers == n_before:
-                moves[key] = (before[key], new)
+            if new != owner and builder.num_workers == n_before:
+                moves[key] = (owner, new)
         if moves:
             self._moves[epoch] = moves
 
-    def _keep_history(self, epoch: int) -> None:
-        keep = self._builder.keep_probabilities()
-        if self._keeps and self._keeps[-1][1] == keep:
-            return
-        self._keeps.append((epoch, keep))
-        self._keep_epochs.append(epoch)
-        self._sheds = self._sheds or any(p < 1.0 for p in keep.values())
+    def _start(self, epoch: int, event: Mapping[str, Any]) -> None:
+        history = self._history
+        self._floor = self._asked_from = epoch
+        self._at_origin = snapshot_history(event) is None
+        self._keeps = [(epoch, self._builder.keep_probabilities())]
+        self._keep_epochs = [epoch]
+        self._floors = copy_floors(history.floors)
+        self._rehash = history.rehash_epochs
 
     def _check(self, epoch: int) -> None:
         if epoch > self.epoch:
             raise EpochNotFolded(f"epoch {epoch} is beyond the control log folded so far ({self.epoch})")
+
+    def _need(self, epoch: int) -> None:
+        """Questions need the detail from ``epoch`` on: read it again if the view forgot it."""
+        if self._asked is None or epoch < self._asked:
+            self._asked = epoch
+        if epoch >= self._floor or self._at_origin:
+            return
+        if self._loader is None:
+            raise EpochForgotten(
+                f"epoch {epoch} is below the view's floor {self._floor} and nothing can read it"
+            )
+        other = self._loader(epoch)
+        if other.epoch < self.epoch or not (other._floor <= epoch or other._at_origin):
+            raise EpochForgotten(f"reading the control log again from epoch {epoch} failed")
+        asked = self._asked
+        for name, value in vars(other).items():
+            if name != "_loader":
+                setattr(self, name, value)
+        self._asked = min(asked, self._asked) if self._asked is not None else asked
 
     # --- questions about one key -----------------------------------------------------------------
 
     def modulus(self, epoch: int) -> int:
         """The hash modulus (active workers) at ``epoch``."""
         self._check(epoch)
-        i = bisect.bisect_right(self._moduli, (epoch, 1 << 62)) - 1
-        return self._moduli[max(i, 0)][1]
+        return self._history.modulus(epoch)
 
     def _pin(self, key: str, epoch: int) -> int:
-        history = self._pins.get(key)
-        if history is None:
-            return UNPINNED
-        return history[bisect.bisect_right(history, (epoch, 1 << 62)) - 1][1]
+        detail = self._pins.get(key)
+        if detail is None:  # unchanged since the floor
+            pin = self._builder.pin(key.encode("utf-8"))
+            return UNPINNED if pin is None else pin
+        return detail[max(bisect.bisect_right(detail, (epoch, 1 << 62)) - 1, 0)][1]
+
+    def _owner(self, key: str, epoch: int) -> int:
+        pin = self._pin(key, epoch)
+        return pin if pin != UNPINNED else kafka_partition(key.encode("utf-8"), self._history.modulus(epoch))
 
     def owner(self, key: str, epoch: int) -> int:
         """The worker routing sent ``key`` to under ``epoch``."""
         self._check(epoch)
-        pin = self._pin(key, epoch)
-        return pin if pin != UNPINNED else kafka_partition(key.encode("utf-8"), self.modulus(epoch))
+        self._need(epoch)
+        return self._owner(key, epoch)
 
-    def _changes(self, key: str) -> list[int]:
-        """Epochs at which ``key``'s owner may change: its pin changes and every rehash."""
-        pins = [e for e, _ in self._pins.get(key, ()) if e > 0]
-        return sorted(set(pins) | set(self._rehash)) if self._rehash else pins
+    def _changes(self, key: str, after: int, upto: int) -> list[int]:
+        """Epochs in ``(after, upto]`` at which ``key``'s owner may change: its pin changes and
+        every rehash (detail: all after the floor)."""
+        pins = [e for e, _ in self._pins.get(key, ()) if after < e <= upto]
+        rehash = self._rehash
+        if not rehash:
+            return pins
+        i, j = bisect.bisect_right(rehash, after), bisect.bisect_right(rehash, upto)
+        return sorted(set(pins).union(rehash[i:j])) if i < j else pins
+
+    def _run_at_floor(self, key: str) -> int:
+        run = self._base_runs.get(key)
+        if run is None:
+            run = self._history.runs.get(key)
+        return run if run is not None else self._history.default_run(key.encode("utf-8"), self._floor)
+
+    def _run_start(self, key: str, epoch: int) -> int:
+        for c in reversed(self._changes(key, self._floor, epoch)):
+            if self._owner(key, c) != self._owner(key, c - 1):
+                return c
+        return self._run_at_floor(key)
 
     def run_start(self, key: str, epoch: int) -> int:
         """First epoch of the run of epochs (same owner, no interruption) that contains ``epoch``."""
         self._check(epoch)
-        changes = self._changes(key)
-        for c in reversed(changes[: bisect.bisect_right(changes, epoch)]):
-            if self.owner(key, c) != self.owner(key, c - 1):
-                return c
-        return 0
+        self._need(epoch)
+        return self._run_start(key, epoch)
 
     def run_end(self, key: str, start: int, known: int) -> int | None:
         """The epoch at which the run starting at ``start`` ends, if that is known by ``known``."""
         self._check(known)
-        changes = self._changes(key)
-        for c in changes[bisect.bisect_right(changes, start) :]:
-            if c > known:
-                return None
-            if self.owner(key, c) != self.owner(key, c - 1):
+        after = start
+        if start < self._floor and not self._at_origin:
+            if start == self._run_at_floor(key):  # still in force at the floor: ends after it
+                after = self._floor
+                self._need(self._floor)
+            else:
+                self._need(start)  # ended at or before the floor: read that part again
+        else:
+            self._need(max(start, self._floor))
+        for c in self._changes(key, after, known):
+            if self._owner(key, c) != self._owner(key, c - 1):
                 return c
         return None
 
     def moves_at(self, epoch: int) -> Mapping[str, Move]:
         """The table moves of ``epoch``: each key with its (old owner, new owner)."""
         self._check(epoch)
-        return self._moves.get(epoch, {})
+        if epoch <= self._floor and not self._at_origin:
+            self._need(epoch - 1)  # the floor's own moves are known only from before it
+        else:
+            self._need(max(epoch, self._floor))
+        return self._moves.get(epoch, {}) if epoch > self._floor else {}
 
     def rehash_at(self, epoch: int) -> tuple[int, int] | None:
         """(modulus before, modulus after) when ``epoch`` changed the hash modulus, else None."""
         self._check(epoch)
         i = bisect.bisect_left(self._rehash, epoch)
         if i < len(self._rehash) and self._rehash[i] == epoch:
-            return self.modulus(epoch - 1), self.modulus(epoch)
+            history = self._history
+            return history.modulus(epoch - 1), history.modulus(epoch)
         return None
 
     # --- shedding: the keep-probability each record survived -------------------------------------
@@ -225,11 +301,13 @@ class OwnershipView:
     def sheds(self) -> bool:
         """Whether the log folded so far ever set a keep-probability below 1 (if not, every record
         was kept with probability 1 and nothing needs looking up)."""
-        return self._sheds
+        history = self._builder.history
+        return history is not None and history.sheds()
 
     def keep_at(self, epoch: int) -> dict[str, float]:
         """The ``SHEDDING`` settings in force at ``epoch`` (target -> keep-probability)."""
         self._check(epoch)
+        self._need(epoch)
         i = bisect.bisect_right(self._keep_epochs, epoch) - 1
         return self._keeps[i][1] if i >= 0 else {}
 
@@ -240,9 +318,10 @@ class OwnershipView:
 
         Answered per distinct (settings, topic) pair, so a batch costs a few numpy passes."""
         n = epochs.size
-        if not n or not self._sheds:
+        if not n or not self.sheds:
             return np.ones(n, dtype=np.float64)
         self._check(int(epochs.max()))
+        self._need(int(epochs.min()))
         entry = np.searchsorted(np.asarray(self._keep_epochs), epochs, side="right") - 1
         codes, names = pd.factorize(topics, use_na_sentinel=False)  # a missing topic: "" (only `*`)
         width = max(len(names), 1)
@@ -259,55 +338,37 @@ class OwnershipView:
         """The lowest keep-probability in force for any of ``topics`` at any epoch in
         ``[first, last]`` (1.0: nothing of theirs was shed then)."""
         self._check(last)
-        if not self._sheds:
+        if not self.sheds:
             return 1.0
+        targets = topics or ("",)
+        self._need(min(last, max(first, self._floor)))
+        low = 1.0
+        if first < self._floor and not self._at_origin:  # before the floor: the history's floors
+            low = min(lowest_since(self._floors, t, first) for t in targets)
+            first = self._floor
         lo = max(bisect.bisect_right(self._keep_epochs, first) - 1, 0)
         hi = bisect.bisect_right(self._keep_epochs, last)
-        return min(
-            (keep_for(settings, t) for _e, settings in self._keeps[lo:hi] for t in topics or ("",)),
-            default=1.0,
-        )
-
-    def epoch_at_time(self, log_ms: int, upto: int) -> int:
-        """The epoch in force at log time ``log_ms``: that of the last control event appended at
-        or before it (the genesis when none was), among the epochs up to ``upto``.
-
-        Why ``upto``: the caller's batch knows the log only to there, and a view folded further
-        by now must not answer a replay differently. Never later than the truth (module
-        docstring): without times, the first epoch folded."""
-        self._check(upto)
-        i = min(bisect.bisect_right(self._times, log_ms), bisect.bisect_right(self._timed_epochs, upto))
-        return self._timed_epochs[i - 1] if i else self._first
-
-    def last_epoch_at_time(self, log_ms: int, upto: int) -> int:
-        """The latest epoch that may have been in force at log time ``log_ms``, among the epochs
-        up to ``upto``: the one before the first event known to be appended after it. Never
-        earlier than the truth (an event without a time may have come before ``log_ms``): without
-        times, ``upto``. The upper end of a window's epochs, as :meth:`epoch_at_time` is the lower."""
-        self._check(upto)
-        i = bisect.bisect_right(self._times, log_ms)
-        if i < len(self._timed_epochs) and self._timed_epochs[i] <= upto:
-            return max(self._timed_epochs[i] - 1, self._first)
-        return upto
-
-    # --- questions about many keys at once (the batch path) -------------------------------------
+        return min(low, min((keep_for(s, t) for _e, s in self._keeps[lo:hi] for t in targets), default=1.0))
 
     def owners(self, keys: np.ndarray, epochs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(owner, run start) of each (key, epoch) pair, vectorised over the keys the table never
-        named (their owner is the hash at the epoch's modulus); named keys are answered one by one."""
+        pinned (their owner is the hash at the epoch's modulus); pinned ones are answered one by one."""
         n = keys.size
         owner = np.empty(n, dtype=np.int64)
         start = np.zeros(n, dtype=np.int64)
         if not n:
             return owner, start
         self._check(int(epochs.max()))
-        named = np.fromiter((k in self._pins for k in keys.tolist()), dtype=bool, count=n)
+        self._need(int(epochs.min()))
+        history = self._history
+        runs = history.runs
+        named = np.fromiter((k in runs for k in keys.tolist()), dtype=bool, count=n)
         plain = np.flatnonzero(~named)
         if plain.size:
             uniq, inverse = np.unique(keys[plain], return_inverse=True)
             hashes = murmur2_array([k.encode("utf-8") for k in uniq.tolist()])
             e = epochs[plain]
-            moduli = np.array([self.modulus(int(x)) for x in np.unique(e)])
+            moduli = np.array([history.modulus(int(x)) for x in np.unique(e)])
             _epochs, e_inv = np.unique(e, return_inverse=True)
             owner_plain = np.empty(plain.size, dtype=np.int64)
             for j, m in enumerate(moduli.tolist()):
@@ -318,69 +379,60 @@ class OwnershipView:
                 start[plain] = self._rehash_starts(hashes, inverse, e)
         for i in np.flatnonzero(named).tolist():
             k, ep = str(keys[i]), int(epochs[i])
-            owner[i] = self.owner(k, ep)
-            start[i] = self.run_start(k, ep)
+            owner[i] = self._owner(k, ep)
+            start[i] = self._run_start(k, ep)
         return owner, start
 
     def _rehash_starts(self, hashes: np.ndarray, inverse: np.ndarray, epochs: np.ndarray) -> np.ndarray:
-        """Run start of unpinned keys: the last rehash epoch <= e that changed their home."""
+        """Run start of keys never pinned: the last rehash epoch <= e that changed their home."""
+        history = self._history
         start = np.zeros(epochs.size, dtype=np.int64)
         for c in self._rehash:  # ascending: a later change overwrites an earlier one
-            before = kafka_partition_array(hashes, self.modulus(c - 1))[inverse]
-            after = kafka_partition_array(hashes, self.modulus(c))[inverse]
+            before = kafka_partition_array(hashes, history.modulus(c - 1))[inverse]
+            after = kafka_partition_array(hashes, history.modulus(c))[inverse]
             start = np.where((epochs >= c) & (before != after), c, start)
         return start
 
+    # --- forgetting --------------------------------------------------------------------------------
 
-class OwnershipLog:
-    """An :class:`OwnershipView` kept up to date from the control topic (read from its genesis).
+    def forget(self, retain: int) -> bool:
+        """Raise the floor when the detail spans at least ``2 * retain`` epochs: to ``retain``
+        epochs below the last one folded, or to the lowest epoch a question needed since the last
+        time (questions over at least ``retain`` epochs of the log are watched before the floor
+        moves past what they needed). True when it moved."""
+        epoch = self.epoch
+        if epoch - self._floor < 2 * retain or epoch - self._asked_from < retain:
+            return False
+        target = epoch - retain if self._asked is None else min(epoch - retain, self._asked)
+        self._asked, self._asked_from = None, epoch
+        if target <= self._floor:
+            return False
+        self.compact(target)
+        return True
 
-    Why from the genesis and not the latest snapshot: a worker may hold state from any epoch back
-    (a key that moved long ago and never again), and its run start is only known from the move.
-    """
-
-    def __init__(self, kafka: Any, topic: str, routed_partitions: int) -> None:
-        from ballast.control.log import ControlLogReader
-
-        self.view = OwnershipView(routed_partitions)
-        self._reader = ControlLogReader(kafka, topic, start_offset=0)
-        self._latest_at = 0.0
-
-    def ensure(self, epoch: int, timeout: float = 60.0) -> OwnershipView:
-        """The view, folded at least to ``epoch`` (which the caller saw in its data, so it exists)."""
-        deadline = time.monotonic() + timeout
-        while self.view.epoch < epoch:
-            if time.monotonic() > deadline:
-                raise ControlLogError(
-                    f"control log: epoch {epoch} was seen in the data but the log reached only "
-                    f"{self.view.epoch} within {timeout:g} s"
-                )
-            for event, log_ms in self._reader.poll_timed(timeout=0.2):
-                self.view.apply(event, log_ms)
-        return self.view
-
-    def latest(self, timeout: float = 60.0) -> OwnershipView:
-        """The view folded to the control log's end as of now.
-
-        Why the end and not only the epochs the data carries: a worker whose routed partition lags
-        must not emit a window of a key the log already moves elsewhere (the new owner may hold
-        records of that window, routed by a router that is ahead); see the engine's emission rule.
-        """
-        for event, log_ms in self._reader.read_to_end_timed(timeout):
-            self.view.apply(event, log_ms)
-        return self.view
-
-    def close(self) -> None:
-        self._reader.close()
-
-
-_SHARED: dict[tuple[Any, str, int], OwnershipLog] = {}
-
-
-def shared_log(kafka: Any, topic: str, routed_partitions: int) -> OwnershipLog:
-    """One log follower per Python worker process and control topic (Spark reuses its workers)."""
-    key = (kafka.connection, topic, routed_partitions)
-    log = _SHARED.get(key)
-    if log is None:
-        log = _SHARED[key] = OwnershipLog(kafka, topic, routed_partitions)
-    return log
+    def compact(self, floor: int) -> None:
+        """Keep the detail of the epochs after ``floor`` only (answers about later epochs are
+        unchanged; earlier ones need the loader)."""
+        floor = min(floor, self.epoch)
+        if floor <= self._floor:
+            return
+        history = self._history
+        pins: dict[str, list[tuple[int, int]]] = {}
+        base: dict[str, int] = {}
+        for key in set(self._pins) | set(self._base_runs):
+            later = [(e, p) for e, p in self._pins.get(key, ()) if e > floor]
+            if later:
+                pins[key] = [(floor, self._pin(key, floor)), *later]
+            run = self._run_start(key, floor)
+            if run != history.runs.get(key):
+                base[key] = run
+        for e, settings in self._keeps[1:]:
+            if e <= floor:
+                note_keep(self._floors, e, settings)
+        i = bisect.bisect_right(self._keep_epochs, floor) - 1
+        self._keeps = [(floor, self._keeps[i][1]), *self._keeps[i + 1 :]]
+        self._keep_epochs = [e for e, _s in self._keeps]
+        self._moves = {e: m for e, m in self._moves.items() if e > floor}
+        self._pins, self._base_runs = pins, base
+        self._floor = floor
+        self._at_origin = False

@@ -6,8 +6,9 @@ goes in and out of Spark's state store (RocksDB, checkpointed with the offsets, 
 resumes both together), the control log is followed to its end (the emission rule asks it as of
 now), the input topics' partitions are looked up (a partition added while the job runs joins the
 frontier), and the event-time timer is kept at the earliest row a worker still has to look at.
-The control log's end comes in the data (``CONTROL`` rows, :func:`spark_jobs.reduce.job.control_rows`),
-so a replayed batch folds the log to the same epoch.
+The control log's end comes in the data (``CONTROL`` rows, :func:`spark_jobs.reduce.job.control_rows`:
+the offsets of the control records the batch read, resolved here to the epoch after them,
+:func:`resolve_log_end`), so a replayed batch folds the log to the same epoch.
 
 State, per worker (:mod:`spark_jobs.reduce.store`), all in one map state (:class:`_SparkStore`):
 buckets (window start -> encoded rows), the engine's meta, held record blocks, chunk pieces;
@@ -29,11 +30,11 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from ballast.kafka.configuration import KafkaConfig
 from spark_jobs.processors.batch import batch_processor
 from spark_jobs.processors.spec import from_spec
-from spark_jobs.reduce.contract import BAD, WorkerConfig, dump_meta, load_meta
+from spark_jobs.reduce.contract import BAD, CONTROL, WorkerConfig, dump_meta, load_meta
 from spark_jobs.reduce.engine import WorkerStep
 from spark_jobs.reduce.frontier import partition_id
 from spark_jobs.reduce.outputs import OutputEncoder
-from spark_jobs.reduce.ownership import shared_log
+from spark_jobs.reduce.ownership_log import OwnershipLog, shared_log
 from spark_jobs.reduce.store import HeldRecords
 
 INPUTS_TTL_S = 10.0  # how long a worker trusts its last look at the input topics' partitions
@@ -252,6 +253,23 @@ def forget_archive_importers() -> None:
             del sys.path_importer_cache[path]
 
 
+def resolve_log_end(frame: pd.DataFrame, log: OwnershipLog, timeout: float) -> pd.DataFrame:
+    """``frame`` with its ``CONTROL`` rows' epoch set to the log's epoch after the control records
+    they name (by offset), not the epoch their records' keys claim: a record anyone produced to the
+    control topic must not make the worker wait for an epoch the log never reaches. Rows from
+    before control rows carried their offset (offset < 0) keep their epoch."""
+    control = frame["kind"].to_numpy() == CONTROL
+    if not control.any():
+        return frame
+    offsets = frame["offset"].to_numpy()[control]
+    if int(offsets.max()) < 0:
+        return frame
+    end = log.epoch_through(int(offsets.max()), timeout)
+    epochs = frame["epoch"].to_numpy().copy()
+    epochs[control] = end
+    return frame.assign(epoch=epochs)
+
+
 class WorkerProcessor(StatefulProcessor):
     """One instance per task; the grouping key is a worker label."""
 
@@ -283,6 +301,7 @@ class WorkerProcessor(StatefulProcessor):
         entries = PiecedMap(self.entries)
         meta = load_meta(entries.get((META, 0, "")))
         known = max(int(meta["known"]), int(meta.get("log_epoch", 0))) if meta else 0
+        frame = resolve_log_end(frame, self.log, spec.control_timeout_s)
         valid = frame["kind"].to_numpy() != BAD  # data, markers, chunks and the log's end
         if valid.any():
             known = max(known, int(np.max(frame["epoch"].to_numpy()[valid])))
@@ -309,6 +328,7 @@ class WorkerProcessor(StatefulProcessor):
         result = step.run(frame)
         context = TaskContext.get()
         result.stats["spark_partition"] = context.partitionId() if context is not None else -1
+        result.stats["control_records_skipped"] = sum(self.log.skipped.values())
         result.meta.pop("timer", None)  # written by versions that kept an event-time timer
         entries.put((META, 0, ""), dump_meta(result.meta))
         return OutputEncoder(spec.topics, worker, spec.job).frame(result, int(time.time() * 1000))

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from ballast.avro.codec import AvroCodec, DecodeError
-from ballast.control.log import ControlLogWriter
 from ballast.control.state import initial_state, routing_update, scale
+from ballast.control.writer import ControlLogWriter
 from ballast.harness.pipeline import Pipeline
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.dead_letters import DeadLetter

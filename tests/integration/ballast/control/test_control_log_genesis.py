@@ -8,7 +8,8 @@ import pytest
 from ballast.avro.codec import AvroCodec
 from ballast.control import state as cs
 from ballast.control.genesis import Genesis, GenesisConflictError, GenesisMissingError
-from ballast.control.log import ControlLogReader, ControlLogWriter
+from ballast.control.log import ControlLogReader
+from ballast.control.writer import ControlLogWriter
 from ballast.deployment.create import create_deployment
 from ballast.kafka.admin import TopicConflictError, ensure_topics
 from ballast.kafka.clients import make_producer
@@ -46,6 +47,7 @@ def test_create_writes_the_genesis_once_and_refuses_to_contradict_it(kafka_confi
         "keep_probability": {},
         "routed_partitions": 6,
         "shed_seed": {},
+        "history": None,  # the origin: nothing before it
     }
     reader = ControlLogReader(kafka_config, layout.name("control"))
     try:

@@ -11,7 +11,8 @@ import pytest
 from ballast.avro.codec import AvroCodec
 from ballast.control import state as cs
 from ballast.control.genesis import genesis_snapshot
-from ballast.control.log import ControlLogReader, ControlLogWriter
+from ballast.control.log import ControlLogReader
+from ballast.control.writer import ControlLogWriter
 from ballast.deployment.create import create_deployment
 from ballast.kafka.clients import make_producer
 from ballast.kafka.topics import TopicLayout

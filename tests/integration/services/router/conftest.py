@@ -18,8 +18,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ballast.avro.codec import AvroCodec
-from ballast.control.log import ControlLogWriter
 from ballast.control.state import apply_event, initial_state
+from ballast.control.writer import ControlLogWriter
 from ballast.deployment.create import create_deployment
 from ballast.harness.pipeline import Pipeline
 from ballast.kafka.clients import make_producer, produce_all

@@ -140,6 +140,6 @@ def test_a_snapshot_written_before_routed_partitions_existed_still_decodes():
     body = {"num_workers": 2, "table": {"x": 1}, "keep_probability": {}}
     data = AvroCodec(old).encode(ev(5, ("TABLE_SNAPSHOT", body)))
     decoded = AvroCodec(cl.CONTROL_SCHEMA).decode(data)
-    expected = {**body, "routed_partitions": 0, "shed_seed": {}}
+    expected = {**body, "routed_partitions": 0, "shed_seed": {}, "history": None}
     assert decoded["payload"] == ("io.ballast.TableSnapshot", expected)
     assert not cl.is_base_snapshot(decoded)

@@ -1,6 +1,6 @@
-"""The control record's Kafka timestamp the reader hands out with each event: the reduce dates
-epochs by it (``OwnershipView.epoch_at_time``), so a record without one must read as unknown,
-never as time 0 or -1 (which would date an epoch before every window)."""
+"""The control record's Kafka timestamp the reader hands out with each event (when it was
+appended, for whoever audits the log): a record without one must read as unknown, never as time 0
+or -1."""
 
 from __future__ import annotations
 

@@ -65,9 +65,7 @@ def test_a_window_routed_60_s_late_into_a_shed_is_not_exact() -> None:
     them before the shed (p = 1) and dropped the other two after it (p = 1/2), saying so in its
     next marker. The row holds 2 and must not claim exact. Failed before: the old rule judged from
     the shed's log time (100 s) and the window's own times (40-50 s), 50 s apart, and said exact."""
-    view = OwnershipView(N)
-    view.apply(genesis(), 0)
-    view.apply(shedding(1, "*", 0.5), 100_000)  # appended at 100 s by the controller's clock
+    view = log(shedding(1, "*", 0.5))  # appended at 100 s by the controller's clock (the old rule read it)
     w = Worker(0, view, WindowAggregate(WindowSpec(10_000)), partitions=IN)
     w.step(
         [

@@ -1,0 +1,83 @@
+"""A scripted one-partition control topic standing in for ``confluent_kafka.Consumer`` (no broker).
+
+Why a module: the reader's progress tests and its junk-skipping tests both drive
+:class:`~ballast.control.log.ControlLogReader` over a log they write record by record, events or
+raw bytes, and watch where it reads.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import confluent_kafka
+
+from ballast.avro.codec import AvroCodec
+from ballast.control import state as cs
+
+
+@dataclass
+class Msg:
+    _offset: int
+    _value: bytes | None
+
+    def error(self):
+        return None
+
+    def offset(self) -> int:
+        return self._offset
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def key(self) -> bytes:
+        return str(self._offset).encode()
+
+    def topic(self) -> str:
+        return "c"
+
+    def partition(self) -> int:
+        return 0
+
+    def timestamp(self) -> tuple[int, int]:
+        return 1, 1000 * self._offset  # CreateTime: the reader hands it out with the event
+
+
+class ScriptedLog:
+    """A one-partition log of committed records (events, or raw values as given); delivers one
+    record per ``every`` seconds and nothing at or after ``stall_at``."""
+
+    def __init__(
+        self, events: list[dict | bytes | None], every: float = 0.0, stall_at: int | None = None
+    ) -> None:
+        codec = AvroCodec(cs.CONTROL_SCHEMA)
+        self.values = [e if e is None or isinstance(e, bytes) else codec.encode(e) for e in events]
+        self.every = every
+        self.stall_at = len(self.values) if stall_at is None else stall_at
+        self.next = 0
+        self.reads: list[int] = []  # first offset of every assign: where reads start
+
+    def __call__(self, conf: dict) -> ScriptedLog:  # stands in for confluent_kafka.Consumer
+        return self
+
+    def assign(self, tps) -> None:
+        self.next = tps[0].offset
+        self.reads.append(self.next)
+
+    def get_watermark_offsets(self, tp, timeout=None, cached=False) -> tuple[int, int]:
+        return 0, len(self.values)
+
+    def position(self, tps):
+        return [confluent_kafka.TopicPartition("c", 0, self.next)]
+
+    def consume(self, n: int, timeout: float) -> list[Msg]:
+        if self.next >= self.stall_at:
+            time.sleep(timeout)
+            return []
+        time.sleep(self.every)
+        msg = Msg(self.next, self.values[self.next])
+        self.next += 1
+        return [msg]
+
+    def close(self) -> None:
+        pass
