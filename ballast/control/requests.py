@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,8 +63,11 @@ def new_request_id(issuer: str) -> str:
 class ControlClient:
     """Sends requests to the controller of one deployment and waits for the answers."""
 
-    def __init__(self, kafka: KafkaConfig, layout: TopicLayout, issuer: str) -> None:
+    def __init__(
+        self, kafka: KafkaConfig, layout: TopicLayout, issuer: str, clock: Callable[[], float] = time.time
+    ) -> None:
         self.issuer = issuer
+        self.clock = clock  # stamps issued_at (seconds); information only: the controller ages by the broker
         self.requests_topic = layout.name("requests")
         self.responses_topic = layout.name("responses")
         self._codec = AvroCodec("io.ballast.ControlRequest")
@@ -95,7 +98,7 @@ class ControlClient:
             {
                 "request_id": request_id,
                 "issuer": self.issuer,
-                "issued_at": int(time.time() * 1000),
+                "issued_at": int(self.clock() * 1000),
                 "expected_epoch": expected_epoch,
                 "kind": kind,
                 "payload": (record, dict(body)),
@@ -110,8 +113,10 @@ class ControlClient:
         expected_epoch: int | None = None,
         request_id: str | None = None,
     ) -> str:
-        """Send one request (not waiting for its answer); its id."""
+        """Send one request (not waiting for its answer); its id. Sending an id again (after a
+        refusal: the controller judges it anew) forgets the answer it got, to wait for the new one."""
         rid = request_id or new_request_id(self.issuer)
+        self._seen.pop(rid, None)
         self.send_raw(self.encode(kind, body, rid, expected_epoch), rid)
         return rid
 

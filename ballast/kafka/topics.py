@@ -78,9 +78,12 @@ class TopicLayout:
                 "requests",
                 f"{p}.control-requests",
                 1,
-                {"retention.ms": str(7 * DAY_MS)},
+                # the broker stamps each request's append: the controller ages requests on that one
+                # clock, never the sender's (services/controller/request_age.py)
+                {"retention.ms": str(7 * DAY_MS), "message.timestamp.type": "LogAppendTime"},
                 "io.ballast.ControlRequest",
-                "Requests to change the control log (one partition: the controller takes them in order).",
+                "Requests to change the control log (one partition: the controller takes them in order; "
+                "stamped with the broker's append time).",
             ),
             "responses": TopicSpec(
                 "responses",

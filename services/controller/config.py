@@ -30,7 +30,8 @@ class ControllerSettings(Settings):
     poll_ms: int = setting(20, "longest wait for requests when none are queued", minimum=1)
     request_ttl_s: float = setting(
         60.0,
-        "a request queued longer than this is refused as expired (its sender gave up waiting); 0: never",
+        "a request that waited in the requests topic longer than this (measured on the broker's clock: its "
+        "append time against a clock probe's) is refused as expired (its sender gave up waiting); 0: never",
         minimum=0,
     )
     snapshot_every: int = setting(

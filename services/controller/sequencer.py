@@ -17,6 +17,12 @@ Decisions:
   be bounded: a resend older than that is treated as new, and documented so).
 * **Refusals are answers, not errors.** Each has a stable reason word (:data:`REFUSALS`) and a detail
   for people; a refused request changes nothing, and a malformed one never stops the controller.
+  A refusal is not remembered: only the log's events are, so the same id sent again is judged anew
+  (the shedder sends a refused decision again under its id; an id is still applied at most once).
+* **Expiry on one clock.** A request is ``expired`` when its ``waited_ms`` (how long it sat in the
+  requests topic, measured on the broker's clock by the service: :mod:`services.controller.request_age`)
+  exceeds the time to live; the sender's ``issued_at`` is only information. An unknown wait never
+  expires.
 * **Compare-and-set.** ``expected_epoch`` lets a sender say "only if the log is still where I read
   it" (a planner outside the controller, a careful operator).
 * **Snapshots** every ``snapshot_every`` epochs keep readers' start-up bounded, as the old writer did.
@@ -90,7 +96,8 @@ class Request:
     expected_epoch: int | None = None
     record: str = ""  # the payload's record name
     size: int = 0  # encoded bytes
-    issued_at: int = 0  # ms, the sender's clock
+    issued_at: int = 0  # ms, the sender's clock: information only (it decides nothing)
+    waited_ms: int | None = None  # in the requests topic, on the broker's clock; None: unknown
 
 
 @dataclass(frozen=True)
@@ -204,10 +211,12 @@ class Sequencer:
         if first is not None:
             return Answer(rid, True, first, duplicate=True, detail=f"answered before: epoch {first}")
         refusal = self.check(request)
-        if refusal is None and self.request_ttl_ms and now_ms - request.issued_at > self.request_ttl_ms:
+        waited = request.waited_ms
+        if refusal is None and self.request_ttl_ms and waited is not None and waited > self.request_ttl_ms:
             refusal = (
                 "expired",
-                f"issued {now_ms - request.issued_at} ms ago; time to live {self.request_ttl_ms} ms",
+                f"waited {waited} ms in the requests topic (broker's clock); time to live "
+                f"{self.request_ttl_ms} ms",
             )
         if refusal is not None:
             return refuse(rid, epoch, *refusal)

@@ -4,7 +4,8 @@ What one pass of the loop does, in order (docs/controller.md):
 
 1. **Requests.** Everything queued in the requests topic is answered in one transaction with the
    events it adds and the requests' offsets (:mod:`services.controller.transport`); the decisions
-   are the pure :class:`~services.controller.sequencer.Sequencer`'s.
+   are the pure :class:`~services.controller.sequencer.Sequencer`'s, each request's wait measured
+   on the broker's clock (:mod:`services.controller.request_age`).
 2. **Metrics.** Router key statistics and worker statistics are read as they arrive and kept for
    the current interval only; the workers' ``chunks_installed`` feed the migration in flight.
 3. **Migration.** A paced migration (:mod:`services.controller.pacing`) sends its next step once the
@@ -28,7 +29,7 @@ import logging
 import time
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -50,6 +51,7 @@ from services.controller.interval_load import IntervalLoad, fold_interval, key_s
 from services.controller.pacing import KeyMove, Marker, Migration, PacingSettings, SendStep, StepTimedOut
 from services.controller.planning import RoundResult, plan_interval
 from services.controller.prometheus import ControllerGauges
+from services.controller.request_age import PROBE_KIND, RequestAges, append_time_ms
 from services.controller.sequencer import Answer, Request, RequestLimits, Sequencer, decode_request, refuse
 from services.controller.transport import ControlLink, is_fenced
 
@@ -164,6 +166,7 @@ class Controller:
         self._next_status = 0.0
         self._pending_events: list[dict[str, Any]] = []
         self._last: tuple[IntervalLoad, list[WorkerStats]] | None = None  # the last interval folded
+        self._ages = RequestAges(int(settings.request_ttl_s * 1000), self._probe_clock, self._say_unaged)
         self.gauges = ControllerGauges()
         if settings.metrics_port:
             self.gauges.serve(settings.metrics_port, settings.metrics_host)
@@ -277,10 +280,14 @@ class Controller:
         msgs = self.link.poll(500, self.settings.poll_ms / 1000.0)
         if not msgs:
             return
+        batch = [decode_request(m.value(), m.key(), self.state.epoch) for m in msgs]
+        batch = self._aged(msgs, batch)
         self.link.begin()
         now = int(time.time() * 1000)
-        for m in msgs:
-            decoded = decode_request(m.value(), m.key(), self.state.epoch)
+        for m, decoded in zip(msgs, batch, strict=True):
+            if isinstance(decoded, Request) and decoded.kind == PROBE_KIND:
+                self.link.consumed(m)  # a clock probe (ours or an earlier controller's): no answer
+                continue
             if isinstance(decoded, Answer):
                 answer = decoded
             elif decoded.kind == "REBALANCE":
@@ -309,6 +316,28 @@ class Controller:
         if self.sequencer.snapshot_due():
             self.link.append([self.sequencer.snapshot(now)])
         self.link.commit()
+
+    def _aged(self, msgs: list[Any], batch: list[Request | Answer]) -> list[Request | Answer]:
+        """The batch's requests with their waits in the requests topic on the broker's clock
+        (:mod:`services.controller.request_age`); clock probes and refusals are not aged."""
+        aged = [i for i, r in enumerate(batch) if isinstance(r, Request) and r.kind != PROBE_KIND]
+        waits = self._ages.waits([append_time_ms(msgs[i].timestamp()) for i in aged])
+        out = list(batch)
+        for i, waited in zip(aged, waits, strict=True):
+            out[i] = replace(batch[i], waited_ms=waited)  # type: ignore[type-var]
+        return out
+
+    def _probe_clock(self) -> int | None:
+        assert self.link is not None
+        return self.link.probe_clock()
+
+    def _say_unaged(self) -> None:
+        topic = self.layout.name("requests")
+        log.warning(
+            "controller %s: %s stamps its writers' CreateTime, not LogAppendTime: requests are not aged "
+            "on the broker's clock, so none expires (kafka-configs --alter --entity-type topics "
+            "--entity-name %s --add-config message.timestamp.type=LogAppendTime)", self.id, topic, topic,
+        )  # fmt: skip
 
     def _read_metrics(self) -> None:
         assert self._reader is not None

@@ -14,11 +14,16 @@ second writer. A fenced controller learns it at its next transaction call: :func
 Why no consumer group membership: leadership is the transactional fence, not a partition
 assignment. Each instance assigns the requests topic's one partition itself and starts at the
 offset the group last committed (inside the previous leader's transactions).
+
+Why a second, plain producer: :meth:`ControlLink.probe_clock` appends a clock probe to the requests
+topic and needs its acknowledgement at once, outside any transaction; the leader's stamp of it is
+"now" on the clock the requests' own stamps are on (:mod:`services.controller.request_age`).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -29,7 +34,7 @@ from ballast.control.log import ControlLogReader, SkippedRecord
 from ballast.control.state import CONTROL_SCHEMA, ControlState
 from ballast.control.writer import writer_transactional_id
 from ballast.kafka.checkpoint import Checkpoint, CheckpointError
-from ballast.kafka.clients import make_consumer, make_producer
+from ballast.kafka.clients import ConfiguredProducer, make_consumer, make_producer
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.dead_letters import (
     CONTROLLER,
@@ -40,6 +45,7 @@ from ballast.kafka.dead_letters import (
     SOURCE_TOPIC,
 )
 from ballast.kafka.topics import TopicLayout
+from services.controller.request_age import PROBE_KIND, append_time_ms
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +90,8 @@ class ControlLink:
         self.responses_topic = layout.name("responses")
         self.events = AvroCodec(CONTROL_SCHEMA)
         self.responses = AvroCodec("io.ballast.ControlResponse")
+        self.requests = AvroCodec("io.ballast.ControlRequest")
+        self._prober: ConfiguredProducer | None = None  # the clock probes' producer, made at the first
         self.producer = make_producer(
             kafka.with_client_id(f"{controller_id}-producer"),
             **{"transactional.id": writer_transactional_id(self.control_topic), "linger.ms": 0},
@@ -204,6 +212,42 @@ class ControlLink:
             out.append(m)
         return out
 
+    def probe_clock(self, timeout: float = 10.0) -> int | None:
+        """Append a clock probe to the requests topic and return the leader's stamp of it (ms): the
+        broker's time now. None when the topic stamps CreateTime (the stamp would be our own clock)
+        or the append failed (said in a warning). The probe is a ``ControlRequest`` of kind
+        ``CLOCK_PROBE``: any reader of the topic can decode it; the controller consumes it unanswered."""
+        if self._prober is None:
+            self._prober = make_producer(
+                self.kafka.with_client_id(f"{self.controller_id}-clock"), **{"linger.ms": 0}
+            )
+        rid = f"{self.controller_id}:clock-probe"
+        value = self.requests.encode(
+            {
+                "request_id": rid,
+                "issuer": self.controller_id,
+                "issued_at": int(time.time() * 1000),
+                "expected_epoch": None,
+                "kind": PROBE_KIND,
+                "payload": ("io.ballast.RebalanceRequest", {"dry_run": True}),
+            }
+        )
+        delivered: list[tuple[KafkaError | None, Message]] = []
+        self._prober.produce(
+            self.requests_topic,
+            value=value,
+            key=rid.encode(),
+            partition=0,
+            on_delivery=lambda err, msg: delivered.append((err, msg)),
+        )
+        self._prober.flush(timeout)
+        if not delivered or delivered[0][0] is not None:
+            error = delivered[0][0] if delivered else f"no acknowledgement within {timeout:g} s"
+            log.warning("controller %s: clock probe to %s failed: %s", self.controller_id,
+                        self.requests_topic, error)  # fmt: skip
+            return None
+        return append_time_ms(delivered[0][1].timestamp())
+
     def consumed(self, message: Message) -> None:
         """``message`` is dealt with: its offset is committed with this transaction."""
         self.checkpoint.offsets[(message.topic(), message.partition())] = message.offset() + 1
@@ -235,6 +279,8 @@ class ControlLink:
         nothing it still holds can reach the log (its transaction is aborted), so that error is
         logged, not raised, and the process exits with the fenced status it decided on."""
         self.checkpoint.close()
+        if self._prober is not None:
+            self._prober.flush(5)
         try:
             self.producer.flush(5)
         except KafkaException as exc:

@@ -364,6 +364,12 @@ class ShedderSettings(Settings):
     )
     publish_lag: bool = setting(True, "publish a LagSample per group and partition every cycle")
     dry_run: bool = setting(False, "decide and log, send no SHEDDING request")
+    resend_max_s: float = setting(
+        60.0,
+        "a refused request is sent again when decided again: the next cycle, then 2, 4, ... cycles after "
+        "each refusal, at most this long",
+        minimum=0,
+    )
     metrics_port: int = setting(0, "Prometheus /metrics port (0: off)", minimum=0)
     metrics_host: str = setting("127.0.0.1", "address the Prometheus endpoint binds (loopback by default)")
     log_level: str = setting("info", "log level", choices=("debug", "info", "warning", "error"))

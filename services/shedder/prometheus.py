@@ -88,6 +88,11 @@ class ShedderGauges:
             ["outcome"],
             registry=r,
         )
+        self.resent = Gauge(
+            "ballast_shedder_requests_resent_total",
+            "Refused SHEDDING requests sent again (decided again, after the backoff) since start",
+            registry=r,
+        )
         self.cycles = Gauge("ballast_shedder_cycles_total", "Policy cycles since start", registry=r)
         self.undecodable = Gauge(
             "ballast_shedder_undecodable_metrics_total",
@@ -133,8 +138,10 @@ class ShedderGauges:
         answers: Mapping[str, int],
         undecodable: int,
         control_skipped: Mapping[str, int] | None = None,
+        resent: int = 0,
     ) -> None:
         self.cycles.set(cycles)
+        self.resent.set(resent)
         self.decisions.set(decisions)
         for outcome, n in answers.items():
             self.answers.labels(outcome).set(n)

@@ -12,7 +12,8 @@
   streams observed (:mod:`services.shedder.observations`), the policy asked, and for each change a
   ``SHEDDING`` request with the id :func:`~services.shedder.keeps.request_id` derives, so a resend
   is answered from the controller's memory, never applied twice (:mod:`services.shedder.keeps`).
-  The cycle returns the ``LagSample`` records to publish.
+  A refused request is sent again, under its id, when a later cycle decides it again, after a
+  backoff (:mod:`services.shedder.outbox`). The cycle returns the ``LagSample`` records to publish.
 
 Why it blocks: every Kafka client here is confluent-kafka's (the AdminClient, the control log reader,
 the control client), whose calls block. :mod:`services.shedder.run` runs :meth:`sample` and
@@ -27,7 +28,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ballast.avro.codec import AvroCodec
@@ -49,6 +50,7 @@ from services.shedder.capacity import (
 from services.shedder.config import PolicySettings, ShedderSettings, StreamDeclaration
 from services.shedder.keeps import KeepsInForce, request_id
 from services.shedder.observations import observe_streams
+from services.shedder.outbox import Outbox, Send, max_wait_cycles
 from services.shedder.policy import Decision, SheddingPolicy, Status
 from services.shedder.prometheus import ShedderGauges
 from services.shedder.sampling import OffsetSampler
@@ -58,7 +60,8 @@ log = logging.getLogger("services.shedder")
 
 
 class Shedder:
-    """One shedder instance (see the module docstring)."""
+    """One shedder instance (see the module docstring). ``wall_clock``: the calendar (seconds) for
+    what it stamps (LagSamples, requests' ``issued_at``); nothing it decides reads it."""
 
     def __init__(
         self,
@@ -67,8 +70,10 @@ class Shedder:
         settings: ShedderSettings,
         policy: PolicySettings,
         streams: Sequence[StreamDeclaration],
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.kafka = kafka
+        self.wall_clock = wall_clock
         self.layout = layout
         self.settings = settings
         self.policy_settings = policy
@@ -95,13 +100,13 @@ class Shedder:
         self.cycles = 0
         self.decisions = 0
         self.answers: Counter[str] = Counter()
+        self.resent = 0  # refused requests sent again
         self.last_decision: Decision | None = None
         self.groups: list[GroupLag] = []
         self._previous_lags: dict[str, float] = {}
         self._last_cycle: tuple[float, int] | None = None  # (monotonic, wall ms) of the last cycle
         self._sampled_ms = 0  # wall clock of the last sample
-        self._pending: set[str] = set()  # request ids sent, not answered yet
-        self._sent: set[str] = set()  # every request id sent by this process (never sent twice)
+        self.outbox = Outbox(max_wait_cycles(settings.resend_max_s, policy.cycle_s))
         self.reader: ControlLogReader | None = None
         self.client: ControlClient | None = None
         self.sampler: OffsetSampler | None = None
@@ -114,7 +119,7 @@ class Shedder:
         self.reader = ControlLogReader(self.kafka, self.layout.name("control"), initial_state(routed))
         self.keeps.apply(self.reader.read_to_end(timeout))
         if not self.settings.dry_run:
-            self.client = ControlClient(self.kafka, self.layout, self.id)
+            self.client = ControlClient(self.kafka, self.layout, self.id, clock=self.wall_clock)
         self.sampler = OffsetSampler(
             self.kafka.with_client_id(self.id),
             [s.topic for s in self.streams],
@@ -164,7 +169,7 @@ class Shedder:
             log.warning("shedder %s: %s", self.id, error)
         now = s.ended_at
         # the LagSamples say when this was measured (wall clock), not when the cycle published them
-        self._sampled_ms = int(time.time() * 1000 - (time.monotonic() - now) * 1000)
+        self._sampled_ms = int(self.wall_clock() * 1000 - (time.monotonic() - now) * 1000)
         self.tracker.observe_ends(now, s.ends, s.log_starts)
         router = self.tracker.observe_group(self.settings.router_group, ROUTER, now, s.committed)
         routed = [tp for tp in s.ends if tp[0] == self.routed_topic]
@@ -185,7 +190,7 @@ class Shedder:
         assert self.reader is not None
         while events := self.reader.poll(0.1):
             self.keeps.apply(events)
-        now, wall_ms = time.monotonic(), int(time.time() * 1000)
+        now, wall_ms = time.monotonic(), int(self.wall_clock() * 1000)
         cycle_s = now - self._last_cycle[0] if self._last_cycle else self.policy_settings.cycle_s
         since_ms = self._last_cycle[1] if self._last_cycle else wall_ms
         self._last_cycle = (now, wall_ms)
@@ -208,13 +213,13 @@ class Shedder:
         decision = self.policy.decide(observations, service, max(cycle_s, 1e-3), capacity)
         self.last_decision = decision
         self._say(decision)
-        for topic, keep in self._in_order(decision):
-            self._request(topic, keep, decision)
-        self._collect_answers()
+        self.send_changes(decision)
         self.gauges.update_lags(self.groups)
         self.gauges.update_decision(decision, {t: v.lag_s for t, v in views.items()})
         skipped = self.reader.skipped if self.reader is not None else {}
-        self.gauges.update_totals(self.cycles, self.decisions, self.answers, self.undecodable, skipped)
+        self.gauges.update_totals(
+            self.cycles, self.decisions, self.answers, self.undecodable, skipped, resent=self.resent
+        )
         return self._lag_samples(since_ms) if self.settings.publish_lag else []
 
     def capacity(self, now: float, jobs: Sequence[str]) -> float | None:
@@ -255,29 +260,45 @@ class Shedder:
             level = logging.INFO
         log.log(level, "shedder %s: cycle %d: %s: %s", self.id, self.cycles, decision.status, decision.reason)
 
+    def send_changes(self, decision: Decision) -> None:
+        """A cycle's requests: each change of ``decision`` in the log's order, then the answers."""
+        for topic, keep in self._in_order(decision):
+            self._request(topic, keep, decision)
+        self._collect_answers()
+
     def _request(self, topic: str, keep: float, decision: Decision) -> None:
         rid = request_id(self.id, topic, self.keeps.basis_for(topic), keep)
-        if self.client is None or rid in self._sent:
-            return  # dry run, or sent already by this process (queued: the controller will answer it)
+        due = self.outbox.due(rid, self.cycles)
+        if self.client is None or due is None:
+            return  # dry run; queued or applied already (the controller answers it); or backing off
         reason = f"shedder {self.id}: {decision.status}: {decision.reason}"[:900]
         body: dict[str, Any] = {"target": topic, "keep_probability": keep, "reason": reason}
         self.client.send("SHEDDING", body, request_id=rid)
-        self._sent.add(rid)
-        self._pending.add(rid)
+        self.outbox.sending(rid)
         self.decisions += 1
-        log.info("shedder %s: asked %s keep %.3f (request %s)", self.id, topic, keep, rid)
+        refusal = self.outbox.refusal(rid)
+        if due is Send.AGAIN and refusal is not None:
+            self.resent += 1
+            log.warning(
+                "shedder %s: asking again for %s keep %.3f (request %s, refused %d time(s), last: %s)",
+                self.id, topic, keep, rid, refusal.count, refusal.reason,
+            )  # fmt: skip
+        else:
+            log.info("shedder %s: asked %s keep %.3f (request %s)", self.id, topic, keep, rid)
 
     def _collect_answers(self) -> None:
-        if self.client is None or not self._pending:
+        if self.client is None or not self.outbox.pending:
             return
-        for rid, answer in self.client.wait(sorted(self._pending), 0.2).items():
-            self._pending.discard(rid)
+        for rid, answer in self.client.wait(sorted(self.outbox.pending), 0.2).items():
+            self.outbox.answered(rid, answer.accepted, answer.reason, self.cycles)
             outcome = "refused" if not answer.accepted else "duplicate" if answer.duplicate else "accepted"
             self.answers[outcome] += 1
-            if not answer.accepted:
+            refusal = self.outbox.refusal(rid)
+            if not answer.accepted and refusal is not None:
                 log.warning(
-                    "shedder %s: request %s refused (%s): %s", self.id, rid, answer.reason, answer.detail
-                )
+                    "shedder %s: request %s refused (%s): %s; asked again when decided again, from cycle %d",
+                    self.id, rid, answer.reason, answer.detail, refusal.due,
+                )  # fmt: skip
 
     def _lag_samples(self, since_ms: int) -> list[tuple[bytes, bytes]]:
         """Every group's partitions as measured by the last sample; ``interval_end`` is when it was

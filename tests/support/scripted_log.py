@@ -7,7 +7,6 @@ raw bytes, and watch where it reads.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import confluent_kafka
@@ -43,9 +42,21 @@ class Msg:
         return 1, 1000 * self._offset  # CreateTime: the reader hands it out with the event
 
 
+class Clock:
+    """A monotonic clock moved only by the scripted consumer (a test patches the reader's with it):
+    time is the script's, not how fast a shared machine ran the test."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
 class ScriptedLog:
     """A one-partition log of committed records (events, or raw values as given); delivers one
-    record per ``every`` seconds and nothing at or after ``stall_at``."""
+    record per ``every`` seconds of its :class:`Clock` and nothing at or after ``stall_at`` (a poll
+    that finds nothing lasts its whole timeout)."""
 
     def __init__(
         self, events: list[dict | bytes | None], every: float = 0.0, stall_at: int | None = None
@@ -56,6 +67,8 @@ class ScriptedLog:
         self.stall_at = len(self.values) if stall_at is None else stall_at
         self.next = 0
         self.reads: list[int] = []  # first offset of every assign: where reads start
+        self.clock = Clock()
+        self.last_record_at = 0.0  # when the last record was delivered
 
     def __call__(self, conf: dict) -> ScriptedLog:  # stands in for confluent_kafka.Consumer
         return self
@@ -72,9 +85,10 @@ class ScriptedLog:
 
     def consume(self, n: int, timeout: float) -> list[Msg]:
         if self.next >= self.stall_at:
-            time.sleep(timeout)
+            self.clock.now += timeout
             return []
-        time.sleep(self.every)
+        self.clock.now += self.every
+        self.last_record_at = self.clock.now
         msg = Msg(self.next, self.values[self.next])
         self.next += 1
         return [msg]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import signal
 import sys
 import textwrap
-import time
 
 import pytest
 
@@ -48,9 +47,7 @@ def test_ready_then_stop_escalates_and_sweeps_what_the_service_left(tmp_path):
     announced = wait_ready(state, "stubborn", timeout=60)
     grandchild = announced["child"]
     assert pid_alive(grandchild) and set(stack_processes(tmp_path)) >= {grandchild}
-    started = time.monotonic()
-    stop_service(state, "stubborn", timeout=2.0)
-    assert time.monotonic() - started < 30
+    stop_service(state, "stubborn", timeout=2.0)  # it ignores SIGTERM: only the escalation ends it
     assert not pid_alive(grandchild) and stack_processes(tmp_path) == []
     recorded = StackState.load(tmp_path).service("stubborn")
     assert recorded is not None and recorded.pid is None and recorded.exit_code == -signal.SIGKILL

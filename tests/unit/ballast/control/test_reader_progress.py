@@ -3,11 +3,15 @@
 A consumer that stops delivering below the end makes ``read_to_end`` fail after ``timeout`` without
 a new offset; one that delivers slowly but steadily is read to its end, however long that takes.
 The backward search for the latest snapshot is checked on the same scripted log.
+
+Time is the script's: the reader's monotonic clock is the scripted log's :class:`Clock` that only the scripted
+consumer moves (a poll that finds nothing lasts its whole timeout, a record takes ``every``), so the
+tests judge when the reader gave up on that clock, not on how fast a shared machine ran them.
 """
 
 from __future__ import annotations
 
-import time
+import types
 
 import confluent_kafka
 import pytest
@@ -32,23 +36,26 @@ def log_of(n: int, snapshot_at: int | None = None) -> list[dict]:
 
 def reader_on(monkeypatch, scripted: ScriptedLog, **kw) -> ControlLogReader:
     monkeypatch.setattr(confluent_kafka, "Consumer", scripted)
+    monkeypatch.setattr(control_log, "time", types.SimpleNamespace(monotonic=scripted.clock.monotonic))
     return ControlLogReader(KafkaConfig.plaintext("scripted:1"), "c", cs.initial_state(4), **kw)
 
 
 def test_a_reader_that_stops_moving_fails_after_the_timeout(monkeypatch):
-    reader = reader_on(monkeypatch, ScriptedLog(log_of(50), stall_at=30), start_offset=0)
-    start = time.monotonic()
+    scripted = ScriptedLog(log_of(50), stall_at=30)
+    reader = reader_on(monkeypatch, scripted, start_offset=0)
     with pytest.raises(cs.ControlLogError, match=r"no progress for 0\.5 s at offset 30 \(reading to 50\)"):
         reader.read_to_end(timeout=0.5)
-    assert 0.5 <= time.monotonic() - start < 2.0
+    # it gave up more than 0.5 s after the last record, at the end of the poll (0.2 s) that passed it
+    silent = scripted.clock.now - scripted.last_record_at
+    assert 0.5 < silent <= 0.5 + 0.2 + 1e-9, silent
     assert reader.state.epoch == 29  # everything before the stall was folded
 
 
 def test_a_slow_but_steady_reader_is_not_cut_off(monkeypatch):
-    reader = reader_on(monkeypatch, ScriptedLog(log_of(40), every=0.03), start_offset=0)
-    start = time.monotonic()
+    scripted = ScriptedLog(log_of(40), every=0.03)
+    reader = reader_on(monkeypatch, scripted, start_offset=0)
     reader.read_to_end(timeout=0.3)  # 40 records x 30 ms: four times the timeout in total
-    assert time.monotonic() - start > 1.0
+    assert scripted.clock.now >= 40 * 0.03 - 1e-9  # the premise: it took that long, by the reader's clock
     assert reader.state.epoch == 39
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
 
 from ballast.avro.codec import AvroCodec
 from ballast.control.requests import RECORDS
@@ -24,6 +25,7 @@ from ballast.routing.murmur2 import kafka_partition
 from services.controller.config import ControllerSettings
 from services.controller.interval_load import fold_interval
 from services.controller.pacing import PacingSettings
+from services.controller.request_age import RequestAges
 from services.controller.sequencer import RequestLimits, Sequencer
 from services.controller.service import Controller, Tallies
 
@@ -41,6 +43,9 @@ class Message:
 
     def value(self) -> bytes:
         return self._value
+
+    def timestamp(self) -> tuple[int, int]:
+        return (TIMESTAMP_LOG_APPEND_TIME, int(time.time() * 1000))  # just appended
 
 
 class FakeLink:
@@ -102,6 +107,7 @@ def controller(link: FakeLink) -> Controller:
     c.sequencer = Sequencer(initial_state(WORKERS), "c1", RequestLimits())
     c._pending_events = []
     c._installs = []
+    c._ages = RequestAges(60_000, lambda: int(time.time() * 1000))  # the broker's clock: ours, here
     hot = [k for k in (f"key-{i}" for i in range(1000)) if kafka_partition(k.encode(), WORKERS) == 0][:6]
     stats = RouterKeyStats(
         epoch=0,

@@ -118,12 +118,33 @@ def test_keys_of_a_migration_in_flight_are_refused_and_so_is_a_scale():
     assert s.answer(scale("q3", 2), 1).reason == "migration-in-flight"
 
 
-def test_a_request_older_than_its_time_to_live_is_refused():
+def test_a_request_that_waited_longer_than_its_time_to_live_is_refused():
+    # the wait is measured on the broker's clock by the service (request_age.py); the sequencer
+    # only compares it with the time to live
     s = fresh(request_ttl_ms=1000)
-    old = Request("q", "t", "SCALE", {"num_workers": 2}, None, "io.ballast.ScaleRequest", 10, issued_at=5)
-    assert s.answer(old, 2000).reason == "expired"
+    old = Request("q", "t", "SCALE", {"num_workers": 2}, None, "io.ballast.ScaleRequest", 10, waited_ms=1001)
+    assert s.answer(old, 2000).reason == "expired" and s.state.epoch == 0
     assert s.answer(Request("q2", "t", "SCALE", {"num_workers": 2}, None, "io.ballast.ScaleRequest", 10,
-                            issued_at=1500), 2000).accepted  # fmt: skip
+                            waited_ms=1000), 2000).accepted  # fmt: skip
+
+
+@pytest.mark.parametrize("offset_ms", [-5 * 60_000, 5 * 60_000])
+def test_the_senders_clock_does_not_decide_expiry(offset_ms):
+    # a sender whose clock is 5 minutes behind (or ahead) stamps issued_at 5 minutes off; the
+    # request waited 10 ms in the requests topic, so it is fresh (it used to be refused as expired)
+    now = 1_700_000_000_000
+    s = fresh(request_ttl_ms=60_000)
+    r = Request("q", "t", "SCALE", {"num_workers": 2}, None, "io.ballast.ScaleRequest", 10,
+                issued_at=now + offset_ms)  # fmt: skip
+    assert s.answer(r, now).accepted
+
+
+def test_a_request_whose_wait_is_unknown_never_expires():
+    # no broker append time (a requests topic that keeps its writers' CreateTime), or no reading of
+    # the broker's clock: the wait cannot be judged on one clock, so it does not refuse
+    s = fresh(request_ttl_ms=1)
+    r = Request("q", "t", "SCALE", {"num_workers": 2}, None, "io.ballast.ScaleRequest", 10, issued_at=0)
+    assert s.answer(r, 10**13).accepted
 
 
 def test_undecodable_bytes_are_answered_under_their_key():
