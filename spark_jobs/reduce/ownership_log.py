@@ -67,7 +67,7 @@ class OwnershipLog:
         self, view: OwnershipView, records: Iterable[Folded], offsets: list[int], epochs: list[int]
     ) -> None:
         for f in records:
-            view.apply(f.event, f.time_ms)
+            view.apply(f.event)
             offsets.append(f.offset)
             epochs.append(view.epoch)
 
