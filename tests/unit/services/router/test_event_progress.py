@@ -22,6 +22,14 @@ pytestmark = pytest.mark.unit
 NOW = int(time.time() * 1000)
 
 
+@pytest.fixture(autouse=True)
+def _now() -> None:
+    """Each test's records are timed from its own start: the suite may reach this module long
+    after it was imported, and a record "30 minutes ahead" must still be ahead when routed."""
+    global NOW
+    NOW = int(time.time() * 1000)
+
+
 def event(partition: int, offset: int, event_ms: int, key: bytes | None = None) -> Message:
     key = key if key is not None else f"k{offset}".encode()
     value = INPUT_HEADER + encode_input_body(key, 1.0, b"", event_ms)
