@@ -3,8 +3,9 @@
 Why the shape:
 
 - **Decode in the JVM.** ``from_avro`` turns the routed envelopes into columns before the Python
-  workers see them, so no Python call is made per record; a value without Ballast's envelope
-  header, or one Avro cannot read, becomes a ``BAD`` row the worker dead-letters.
+  workers see them, so no Python call is made per record; every registered writer version is
+  read, in the current shape (:mod:`spark_jobs.reduce.decode`); a value without the header of
+  one of them, or one Avro cannot read, becomes a ``BAD`` row the worker dead-letters.
 - **Group by worker label.** Each routed partition's rows carry its worker's label
   (:mod:`spark_jobs.reduce.placement`), so worker w's state lives in Spark state partition w and
   the router's placement survives the shuffle.
@@ -20,9 +21,10 @@ from __future__ import annotations
 
 import json
 
-from ballast.avro.codec import HEADER_LEN, default_store
+from ballast.avro.codec import default_store
 from ballast.kafka.dead_letters import DETAIL, JOB, REASON, SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
 from ballast.paths import SCHEMAS_DIR
+from spark_jobs.reduce.decode import with_envelope
 from spark_jobs.reduce.engine import BAD, CHUNK, CONTROL, DATA, MARKER
 from spark_jobs.reduce.outputs import OUTPUT_SCHEMA, RESULT
 from spark_jobs.reduce.stateful import JobSpec, WorkerProcessor
@@ -38,10 +40,7 @@ def routed_rows(spark, spec: JobSpec, watermark_delay: str, max_offsets: int = 0
     (``spec.max_future_ms``) does not advance the watermark: one bad clock must not make every
     record after it late (the worker refuses it as ``future``)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.avro.functions import from_avro
 
-    header = default_store().current("io.ballast.RoutedEnvelope").header
-    schema = json.dumps(json.loads((SCHEMAS_DIR / "routed_envelope.avsc").read_text()))
     reader = (
         spark.readStream.format("kafka")
         .options(**spec.kafka.spark_source_options())  # connection and security, read_committed
@@ -52,18 +51,8 @@ def routed_rows(spark, spec: JobSpec, watermark_delay: str, max_offsets: int = 0
     if max_offsets:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
     raw = reader.load()
-    header_ok = F.substring("value", 1, HEADER_LEN) == F.lit(header)
-    env = F.when(
-        header_ok, from_avro(F.expr(f"substring(value, {HEADER_LEN + 1})"), schema, {"mode": "PERMISSIVE"})
-    )
-    body = raw.select(
-        "partition",
-        "offset",
-        "timestamp",
-        F.col("value"),
-        header_ok.alias("header_ok"),
-        env.alias("env"),
-    )
+    # every registered RoutedEnvelope version, in the current shape (spark_jobs.reduce.decode)
+    body = with_envelope(raw.select("partition", "offset", "timestamp", "value"))
     d, m, c = F.col("env.body.member0"), F.col("env.body.member1"), F.col("env.body.member2")
     kind = (
         F.when(d.isNotNull(), F.lit(DATA))
