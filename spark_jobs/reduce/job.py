@@ -34,11 +34,11 @@ def routed_rows(spark, spec: JobSpec, watermark_delay: str, max_offsets: int = 0
     """The routed topic as engine rows (see :mod:`spark_jobs.reduce.engine` for the columns).
 
     Only rows that cannot be decoded carry their raw bytes (``raw``): they are what their dead
-    letter holds. Every other row crosses to Python as typed columns alone; a data record the
-    worker dead-letters (late, refused) is named by its routed position in the dead letter's
-    headers, and stays in the routed topic. A record too far ahead of the batch's processing time
-    (``spec.max_future_ms``) does not advance the watermark: one bad clock must not make every
-    record after it late (the worker refuses it as ``future``)."""
+    letter holds. Every other row crosses to Python as typed columns alone; a record the worker
+    dead-letters (late, refused) is read back from the routed topic by its position, so its
+    letter carries it (:mod:`spark_jobs.reduce.letters`). A record too far ahead of the batch's
+    processing time (``spec.max_future_ms``) does not advance the watermark: one bad clock must not
+    make every record after it late (the worker refuses it as ``future``)."""
     from pyspark.sql import functions as F
 
     reader = (
