@@ -157,6 +157,12 @@ class SchemaStore:
     def by_fingerprint(self, fingerprint: int) -> SchemaVersion | None:
         return self._by_fingerprint.get(fingerprint)
 
+    def versions(self, name: str) -> list[SchemaVersion]:
+        """Every registered writer version of ``name``, the current one first: what a reader that
+        cannot resolve by itself (Spark's ``from_avro``) must know to read all of them."""
+        current = self.current(name)
+        return [current, *(v for v in self._by_fingerprint.values() if v.name == name and v is not current)]
+
     def current(self, name: str) -> SchemaVersion:
         try:
             return self._current[name]

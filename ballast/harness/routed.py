@@ -5,18 +5,43 @@ input partitions into every routed partition (the frontier rule, docs/router.md)
 on epoch e once every input partition is covered by a marker >= e in its partition. Watching the
 same markers tells a harness when "the routers applied epoch e" holds in the sense that matters
 to the reduce, whichever routers own which partitions. Only markers are decoded: data records and
-chunks are recognised by their first bytes and skipped.
+chunks are recognised by their first bytes (the header of any registered ``RoutedEnvelope``
+version, then the union branch) and skipped. Every registered version counts: during a rolling
+upgrade, routers of the old release announce epochs too.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 
-from ballast.avro.codec import AvroCodec
-from ballast.avro.wire import DATA_PREFIX, MARKER_PREFIX
+from ballast.avro.codec import AvroCodec, default_store
+from ballast.avro.wire import zigzag
 from ballast.kafka.admin import make_admin, partition_count
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.follow import TopicFollower
+
+ENVELOPE = "io.ballast.RoutedEnvelope"
+
+
+def branch_prefixes(branch: str) -> frozenset[bytes]:
+    """The first bytes of an envelope holding ``branch`` (``io.ballast.EpochMarker``, …), for every
+    registered version: its header, then the branch's index in that version's union."""
+    found = set()
+    for version in default_store().versions(ENVELOPE):
+        (body,) = version.source["fields"]
+        space = version.source.get("namespace", "")
+        names = [
+            b["name"] if "." in b["name"] else f"{b.get('namespace', space)}.{b['name']}"
+            for b in body["type"]
+        ]
+        if branch in names:
+            found.add(version.header + zigzag(names.index(branch)))
+    return frozenset(found)
+
+
+MARKERS = branch_prefixes("io.ballast.EpochMarker")
+DATA = branch_prefixes("io.ballast.DataRecord")
+PREFIX_LEN = len(next(iter(MARKERS)))
 
 
 class MarkerWatch:
@@ -26,7 +51,7 @@ class MarkerWatch:
         self.follower = TopicFollower(kafka, routed_topic)
         admin = make_admin(kafka)
         self.inputs = {(t, p) for t in input_topics for p in range(partition_count(admin, t))}
-        self.codec = AvroCodec("io.ballast.RoutedEnvelope")
+        self.codec = AvroCodec(ENVELOPE)
         # routed partition -> input partition -> highest marker epoch covering it there
         self.seen: dict[int, dict[tuple[str, int], int]] = defaultdict(dict)
 
@@ -35,7 +60,7 @@ class MarkerWatch:
         while msgs := self.follower.poll(0.05):
             for m in msgs:
                 value = m.value()
-                if not value or not value.startswith(MARKER_PREFIX):
+                if not value or value[:PREFIX_LEN] not in MARKERS:
                     continue
                 body = self.codec.decode(value, m.topic(), m.partition(), m.offset())["body"][1]
                 covered = self.seen[m.partition()]
@@ -60,13 +85,13 @@ def routed_records(
 ) -> tuple[list[int], list[int]]:
     """Every data record of the routed topic up to its end now: its event time and its partition,
     which is the worker the routers sent it to (markers and state chunks are skipped)."""
-    codec = AvroCodec("io.ballast.RoutedEnvelope")
+    codec = AvroCodec(ENVELOPE)
     times: list[int] = []
     workers: list[int] = []
     with TopicFollower(kafka, routed_topic) as follower:
         for m in follower.read_to_end(timeout):
             value = m.value()
-            if value and value.startswith(DATA_PREFIX):
+            if value and value[:PREFIX_LEN] in DATA:
                 times.append(int(codec.decode(value)["body"][1]["event_time"]))
                 workers.append(m.partition())
     return times, workers

@@ -3,8 +3,9 @@
 Why the shape:
 
 - **Decode in the JVM.** ``from_avro`` turns the routed envelopes into columns before the Python
-  workers see them, so no Python call is made per record; a value without Ballast's envelope
-  header, or one Avro cannot read, becomes a ``BAD`` row the worker dead-letters.
+  workers see them, so no Python call is made per record; every registered writer version is
+  read, in the current shape (:mod:`spark_jobs.reduce.decode`); a value without the header of
+  one of them, or one Avro cannot read, becomes a ``BAD`` row the worker dead-letters.
 - **Group by worker label.** Each routed partition's rows carry its worker's label
   (:mod:`spark_jobs.reduce.placement`), so worker w's state lives in Spark state partition w and
   the router's placement survives the shuffle.
@@ -26,6 +27,7 @@ from ballast.kafka.dead_letters import DETAIL, JOB, REASON, SOURCE_OFFSET, SOURC
 from ballast.paths import SCHEMAS_DIR
 from spark_jobs.query_progress import WATERMARKS
 from spark_jobs.reduce.contract import BAD, CHUNK, CONTROL, DATA, MARKER
+from spark_jobs.reduce.decode import legacy_headers, with_envelope
 from spark_jobs.reduce.outputs import OUTPUT_SCHEMA, RESULT
 from spark_jobs.reduce.stateful import JobSpec, WorkerProcessor
 
@@ -34,15 +36,14 @@ def routed_rows(spark, spec: JobSpec, max_offsets: int = 0):
     """The routed topic as engine rows (see :mod:`spark_jobs.reduce.engine` for the columns).
 
     Only rows that cannot be decoded carry their raw bytes (``raw``): they are what their dead
-    letter holds. Every other row crosses to Python as typed columns alone; a data record the
-    worker dead-letters (late, refused) is named by its routed position in the dead letter's
-    headers, and stays in the routed topic. A marker's progress per covered input partition
-    (``cover_times``, -1: none) and the spans its writer shed (``shed``) cross as arrays."""
+    letters hold. Every other row crosses to Python as typed columns alone; a record the worker
+    dead-letters (late, refused) is read back from the routed topic by its position, so its
+    letter carries it (:mod:`spark_jobs.reduce.letters`). A marker's progress per covered input
+    partition (``cover_times``, -1: none) and the spans its writer shed (``shed``) cross as
+    arrays; ``legacy`` says the row's writer predates event-time progress in markers (an older
+    envelope version, :func:`spark_jobs.reduce.decode.legacy_headers`)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.avro.functions import from_avro
 
-    header = default_store().current("io.ballast.RoutedEnvelope").header
-    schema = json.dumps(json.loads((SCHEMAS_DIR / "routed_envelope.avsc").read_text()))
     reader = (
         spark.readStream.format("kafka")
         .options(**spec.kafka.spark_source_options())  # connection and security, read_committed
@@ -53,18 +54,8 @@ def routed_rows(spark, spec: JobSpec, max_offsets: int = 0):
     if max_offsets:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
     raw = reader.load()
-    header_ok = F.substring("value", 1, HEADER_LEN) == F.lit(header)
-    env = F.when(
-        header_ok, from_avro(F.expr(f"substring(value, {HEADER_LEN + 1})"), schema, {"mode": "PERMISSIVE"})
-    )
-    body = raw.select(
-        "partition",
-        "offset",
-        "timestamp",
-        F.col("value"),
-        header_ok.alias("header_ok"),
-        env.alias("env"),
-    )
+    # every registered RoutedEnvelope version, in the current shape (spark_jobs.reduce.decode)
+    body = with_envelope(raw.select("partition", "offset", "timestamp", "value"))
     d, m, c = F.col("env.body.member0"), F.col("env.body.member1"), F.col("env.body.member2")
     kind = (
         F.when(d.isNotNull(), F.lit(DATA))
@@ -73,6 +64,9 @@ def routed_rows(spark, spec: JobSpec, max_offsets: int = 0):
         .otherwise(F.lit(BAD))
     )
     labels = F.array(*[F.lit(int(x)) for x in spec.labels])
+    # writers older than event-time progress in markers: their partitions follow their records
+    old = legacy_headers()
+    legacy = F.substring("value", 1, HEADER_LEN).isin(*[F.lit(h) for h in old]) if old else F.lit(False)
     rows = body.select(
         F.element_at(labels, F.col("partition") + 1).alias("label"),
         F.col("offset"),
@@ -81,6 +75,8 @@ def routed_rows(spark, spec: JobSpec, max_offsets: int = 0):
         F.coalesce(d["key"], c["key"]).alias("key"),
         d["value"].alias("value"),
         d["source_topic"].alias("source_topic"),  # which SHEDDING setting kept it (with its epoch)
+        F.when(legacy, d["source_partition"]).alias("source_partition"),  # a legacy record's progress
+        legacy.alias("legacy"),
         F.coalesce(F.unix_millis(d["event_time"]), F.lit(0)).alias("event_time"),
         F.coalesce(d["epoch"], m["epoch"], c["epoch"], F.lit(-1)).alias("epoch"),
         F.transform(

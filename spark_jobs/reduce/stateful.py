@@ -5,7 +5,8 @@ which tests without Spark. Here only the grouping key becomes a worker number, t
 goes in and out of Spark's state store (RocksDB, checkpointed with the offsets, so a restart
 resumes both together), the control log is followed to its end (the emission rule asks it as of
 now), the input topics' partitions are looked up (a partition added while the job runs joins the
-frontier), and the event-time timer is kept at the earliest row a worker still has to look at.
+frontier), the records of the step's dead letters are read back from the routed topic (a letter
+carries its record), and no timer is kept: a worker's watermark moves only with its rows.
 The control log's end comes in the data (``CONTROL`` rows, :func:`spark_jobs.reduce.job.control_rows`:
 the offsets of the control records the batch read, resolved here to the epoch after them,
 :func:`resolve_log_end`), so a replayed batch folds the log to the same epoch.
@@ -33,6 +34,7 @@ from spark_jobs.processors.spec import from_spec
 from spark_jobs.reduce.contract import BAD, CONTROL, WorkerConfig, dump_meta, load_meta
 from spark_jobs.reduce.engine import WorkerStep
 from spark_jobs.reduce.frontier import partition_id
+from spark_jobs.reduce.letters import shared_records, with_records
 from spark_jobs.reduce.outputs import OutputEncoder
 from spark_jobs.reduce.ownership_log import OwnershipLog, shared_log
 from spark_jobs.reduce.store import HeldRecords
@@ -326,6 +328,8 @@ class WorkerProcessor(StatefulProcessor):
         # no timers: a worker's watermark moves only with its rows (markers), so it is stepped
         # whenever it can change (docs/reduce.md, "Time")
         result = step.run(frame)
+        if result.dead:  # each letter carries its record (spark_jobs.reduce.letters)
+            result.dead = with_records(result.dead, shared_records(spec.kafka, spec.topics["routed"]), worker)
         context = TaskContext.get()
         result.stats["spark_partition"] = context.partitionId() if context is not None else -1
         result.stats["control_records_skipped"] = sum(self.log.skipped.values())

@@ -100,3 +100,27 @@ def test_peek_reads_epoch_and_type_like_the_decoder():
         assert peek(data) == (decoded["epoch"], decoded["type"]) == (epoch, kind[0])
     for garbage in (None, b"", b"\xc3\x01" + bytes(8), b"plain text", b"\xc3\x01" + bytes(8) + b"\xff" * 20):
         assert peek(garbage) is None
+
+
+def test_peek_reads_every_released_version_like_the_decoder():
+    """The snapshot scan peeks at records of every ControlEvent release the log may hold (the
+    control log keeps everything): epoch, issued_at, issuer and type come first in each of them."""
+    import json
+
+    from ballast.avro.codec import SchemaStore, SchemaVersion
+    from ballast.paths import SCHEMAS_DIR
+
+    reader = AvroCodec(cs.CONTROL_SCHEMA)
+    files = sorted((SCHEMAS_DIR / "previous").glob("control_event.v*.avsc"))
+    assert len(files) >= 3
+    for path in files:
+        schema = SchemaVersion.from_json(json.loads(path.read_text()))
+        written = AvroCodec(schema, SchemaStore([schema]))
+        names = {f["name"] for f in schema.parsed["fields"]}
+        for epoch, kind in ((3, cs.scale(2)), (70, ("SHEDDING", {"target": "t", "keep_probability": 0.5,
+                                                                  "reason": "r"}))):  # fmt: skip
+            event = {k: v for k, v in cs.make_event(epoch, *kind, issuer="old").items() if k in names}
+            data = written.encode(event)
+            assert (
+                peek(data) == (reader.decode(data)["epoch"], reader.decode(data)["type"]) == (epoch, kind[0])
+            )
