@@ -130,7 +130,7 @@ class Shedder:
             self.gauges.serve(self.settings.metrics_port, self.settings.metrics_host)
 
     def close(self) -> None:
-        for closer in (self.reader, self.client):
+        for closer in (self.reader, self.client, self.sampler):
             if closer is not None:
                 try:
                     closer.close()
