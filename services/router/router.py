@@ -33,15 +33,13 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
-from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
 from ballast.avro.wire import (
     DATA_PREFIX,
     INPUT_HEADER,
     LOW14,
-    BodyError,
     from_varint6_key,
     read_event_time,
     scan_input_event,
@@ -49,32 +47,28 @@ from ballast.avro.wire import (
     varint6_key,
     zigzag,
 )
-from ballast.control.genesis import check_router
-from ballast.control.log import ControlLogReader
-from ballast.control.state import ControlState, initial_state
-from ballast.kafka.admin import make_admin, partition_count
+from ballast.control.state import ControlState
 from ballast.kafka.checkpoint import Checkpoint
-from ballast.kafka.clients import DeliveryTracker, make_consumer, make_producer
+from ballast.kafka.clients import DeliveryTracker
 from ballast.kafka.configuration import LIBRDKAFKA_MESSAGE_MAX_BYTES, KafkaConfig
 from ballast.kafka.topics import TopicLayout
 from ballast.routing.shedding_sample import BLOCK, Draws
 from ballast.routing.table import InvalidKeyError
+from services.router.clients import router_clients
 from services.router.config import RouterSettings
 from services.router.control_follower import ControlFollower, ControlSource
 from services.router.envelopes import DLQ_HEADERS, PRODUCE_MARGIN, EnvelopeWriter, splice_bound
 from services.router.epochs import committed_epoch, epoch_metadata
 from services.router.errors import RouterError
-from services.router.input_formats import RECORD_ERRORS, InputError, InputParser
+from services.router.input_formats import InputError, InputParser
 from services.router.metrics import RouterMetrics, RouterTotals, now_ms
 from services.router.progress import EventProgress
+from services.router.refusals import Refusals, consumer_error, record_limit
 from services.router.routes import RouteCache
 
 __all__ = ["DLQ_HEADERS", "Router", "RouterError", "RouterTotals"]
 
 log = logging.getLogger("services.router")
-
-# the errors that say why a record is dead-lettered (``reason``, ``detail``)
-DEAD_LETTER_ERRORS = (*RECORD_ERRORS, BodyError)
 
 
 class Router:
@@ -108,10 +102,11 @@ class Router:
         )
         # every record written (key + value + headers) fits the producer's message.max.bytes
         writable = getattr(producer, "message_max_bytes", LIBRDKAFKA_MESSAGE_MAX_BYTES) - PRODUCE_MARGIN
-        self.max_record_bytes = self._record_limit(settings.max_record_bytes, writable)
+        self.max_record_bytes = record_limit(rid, settings.max_record_bytes, writable)
         # the hot path takes only Avro values whose envelope surely fits; larger ones are measured
         self._fast_max = splice_bound(self.max_record_bytes, rid)
         self.envelopes = EnvelopeWriter(producer, layout, rid, routed_partitions, max_bytes=writable)
+        self.refusals = Refusals(self.envelopes, rid, settings.max_future_ms)
         self.progress = EventProgress(settings.progress_interval_ms / 1000)
         self.checkpoint = Checkpoint(
             consumer,
@@ -155,67 +150,13 @@ class Router:
     def connect(
         cls, settings: RouterSettings, layout: TopicLayout, kafka: KafkaConfig, active_workers: int = 0
     ) -> Router:
-        """A router with real Kafka clients: waits for the routed topic, checks the flags against the
-        control log's genesis, builds the control reader (epoch 0 comes from the log), the producer
-        (transactional, fenced by ``init_transactions``, in exactly-once mode) and the consumer.
-
-        ``layout.workers`` must equal the routed partitions the genesis records (and the routed
-        topic's), and a non-zero ``active_workers`` the genesis's active workers; otherwise
-        :class:`~ballast.control.genesis.GenesisConflictError`, and
-        :class:`~ballast.control.genesis.GenesisMissingError` for a log without genesis. These are
-        checked before the producer exists, so a misconfigured instance never fences a running one.
-        Raises :class:`~ballast.kafka.admin.TopicMissingError` when a topic does not exist.
-        """
-        rid = settings.router_id
-        admin = make_admin(kafka)
-        routed_topic, control_topic = layout.name("routed"), layout.name("control")
-        routed = partition_count(admin, routed_topic)
-        partition_count(admin, control_topic)  # it must exist: one clear error, not a stall
-        # the reader expects the routed topic's partitions; the fold refuses a log recorded for others
-        control = ControlLogReader(kafka, control_topic, initial_state(routed))
-        try:
-            check_router(
-                control.genesis(),
-                control_topic,
-                layout.prefix,
-                layout.workers,
-                routed_topic,
-                routed,
-                active_workers,
-            )
-            deliveries = DeliveryTracker()
-            pconf: dict[str, Any] = {"client.id": f"{rid}-producer"}
-            if settings.exactly_once:
-                pconf["transactional.id"] = settings.transactional_id
-            else:
-                # delivery reports only for failures: no Python callback per record
-                pconf["on_delivery"] = deliveries
-                pconf["delivery.report.only.error"] = True
-            producer = make_producer(kafka, **pconf)
-            if settings.exactly_once:
-                # fences a zombie with the same id and aborts its open transaction
-                producer.init_transactions(60)
-            cconf: dict[str, Any] = {
-                "client.id": f"{rid}-consumer",
-                "session.timeout.ms": settings.session_timeout_ms,
-                "max.poll.interval.ms": settings.max_poll_interval_ms,
-                "topic.metadata.refresh.interval.ms": settings.metadata_refresh_ms,
-            }
-            if settings.static_membership:
-                cconf["group.instance.id"] = rid
-            consumer = make_consumer(kafka, settings.group_id, **cconf)
-        except BaseException:
-            control.close()
-            raise
+        """A router with real Kafka clients (:func:`services.router.clients.router_clients`: the
+        checks against the control log's genesis come before the producer exists)."""
+        c = router_clients(settings, layout, kafka, active_workers)
         return cls(
-            settings,
-            layout,
-            consumer=consumer,
-            producer=producer,
-            control=control,
-            routed_partitions=routed,
-            deliveries=deliveries,
-        )
+            settings, layout, consumer=c.consumer, producer=c.producer, control=c.control,
+            routed_partitions=c.routed_partitions, deliveries=c.deliveries,
+        )  # fmt: skip
 
     @property
     def totals(self) -> RouterTotals:
@@ -457,6 +398,7 @@ class Router:
         # services.router.progress), and records further ahead of this router's clock than
         # --max-future-ms refused (one bad clock must not move the reduce's event time)
         progress = self.progress
+        refuse, future = self.refusals.dead_letter, self.refusals.future
         hi6 = progress.key6
         h6get = hi6.get
         max_future = self.settings.max_future_ms
@@ -467,7 +409,7 @@ class Router:
         for m in msgs:
             if m.error() is not None:
                 errors += 1
-                self._consumer_error(m)
+                consumer_error(m)
                 continue
             t = only_topic or m.topic()
             sp = m.partition()
@@ -493,7 +435,7 @@ class Router:
                 try:
                     key, ti = scan_input_event(v)
                 except Exception as exc:  # BodyError; anything else is a malformed record too
-                    self._dead_letter(m, exc, dead_reasons)
+                    refuse(m, exc, dead_reasons)
                     continue
                 body = v[10:]
                 ev = v
@@ -501,7 +443,7 @@ class Router:
                 try:
                     key, body = self.parser.parse(v, m.key(), m.timestamp()[1])
                 except Exception as exc:  # RECORD_ERRORS; anything else is a malformed record too
-                    self._dead_letter(m, exc, dead_reasons)
+                    refuse(m, exc, dead_reasons)
                     continue
                 ev = hdr + body
                 ti = scan_input_event(ev)[1]
@@ -510,13 +452,13 @@ class Router:
                 size = len(pre) + len(body) + len(sfx) + len(zigzag(off)) + len(key)
                 if size > max_bytes:
                     exc = InputError("oversize", f"envelope + key {size} bytes > max {max_bytes}")
-                    self._dead_letter(m, exc, dead_reasons)
+                    refuse(m, exc, dead_reasons)
                     continue
             # the event time: a 6-byte varint of a non-negative time is compared undecoded
             if len(ev) - ti == 6 and not ev[ti] & 1:
                 k6 = int.from_bytes(ev[ti:], "little")
                 if k6 > future6:
-                    self._future(m, from_varint6_key(k6), future_ms, dead_reasons)
+                    future(m, from_varint6_key(k6), future_ms, dead_reasons)
                     continue
                 if k6 > h6get(tp, -1):
                     hi6[tp] = k6
@@ -524,7 +466,7 @@ class Router:
                 k6 = -1
                 et = read_event_time(ev, ti)
                 if et > future_ms:
-                    self._future(m, et, future_ms, dead_reasons)
+                    future(m, et, future_ms, dead_reasons)
                     continue
                 progress.saw(tp, et)
             p = rget(key)
@@ -532,7 +474,7 @@ class Router:
                 try:
                     p = routes.miss(key)
                 except InvalidKeyError as exc:
-                    self._dead_letter(m, exc, dead_reasons)
+                    refuse(m, exc, dead_reasons)
                     continue
             kappend(key)  # the sketch counts offered load, before shedding
             if shed_active:
@@ -576,46 +518,6 @@ class Router:
             wc, wb, keys, offered, shed, refetched, dead_reasons, time.perf_counter() - t0,
             self.state.epoch, resets,
         )  # fmt: skip
-
-    def _future(self, m: Message, event_ms: int, limit_ms: int, reasons: dict[str, int]) -> None:
-        """A record whose event time is further ahead of this router's clock than --max-future-ms:
-        dead-lettered (``future``), so it moves no partition's event time (docs/router.md)."""
-        ahead = event_ms - (limit_ms - self.settings.max_future_ms)
-        detail = (
-            f"event_time {event_ms} is {ahead} ms ahead of router {self.settings.router_id}'s clock "
-            f"(more than --max-future-ms {self.settings.max_future_ms})"
-        )
-        self._dead_letter(m, InputError("future", detail), reasons)
-
-    def _consumer_error(self, m: Message) -> None:
-        err = m.error()
-        if err.code() == KafkaError._PARTITION_EOF:
-            return
-        if err.fatal():
-            raise RouterError(f"fatal consumer error: {err}")
-        log.warning("consumer error: %s", err)
-
-    def _dead_letter(self, m: Message, exc: Exception, reasons: dict[str, int]) -> None:
-        """``m`` to the dead-letter topic, never a crash: a typed error (:data:`DEAD_LETTER_ERRORS`)
-        carries its reason; any other exception raised while reading one record (RecursionError from
-        a deeply nested JSON document, a bug in a parser) is ``malformed``. The exception's class
-        goes into a header either way."""
-        if isinstance(exc, DEAD_LETTER_ERRORS):
-            reason, detail = exc.reason, exc.detail
-        else:
-            reason, detail = "malformed", f"{type(exc).__name__}: {exc}"
-        self.envelopes.dead_letter(m, reason, detail, type(exc).__name__)
-        reasons[reason] = reasons.get(reason, 0) + 1
-
-    def _record_limit(self, wanted: int, writable: int) -> int:
-        """``--max-record-bytes`` (0: as large as the producer allows), lowered to what it can write."""
-        if wanted > writable:
-            log.warning(
-                "router %s: max_record_bytes %d is more than the producer can write "
-                "(message.max.bytes %d minus a %d-byte margin); using %d",
-                self.settings.router_id, wanted, writable + PRODUCE_MARGIN, PRODUCE_MARGIN, writable,
-            )  # fmt: skip
-        return min(wanted, writable) if wanted else writable
 
     def _publish_stats(self) -> None:
         """The statistics interval is over: the record is owed as the last of this interval's
