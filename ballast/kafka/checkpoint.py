@@ -30,6 +30,12 @@ and where commits are counted (:class:`CheckpointMetrics`).
 * A commit that times out is *resumed*: librdkafka wants the call that failed repeated, not the
   sequence restarted (``send_offsets_to_transaction`` after it succeeded conflicts with the
   commit in progress).
+* A producer that failed fatally without being fenced (a transaction the coordinator no longer
+  knows after the member was SIGSTOPped past its session while a broker failed over:
+  ``INVALID_TXN_STATE`` on the abort of ``on_lost``) is replaced by a new one with the same
+  transactional id when the service gives ``renew_producer``, as Kafka Streams re-initialises its
+  thread producer after losing all tasks under exactly-once v2. Fenced (another instance with the
+  id is alive) or unauthorised stays fatal: renewing would fence the live instance in turn.
 * :attr:`Checkpoint.floors` is where the current assignment (or rewind) started per partition. A
   record below it cannot be a re-fetch: the consumer reset its position (the committed offset was
   out of range, e.g. a recreated topic), so the loop trusts the fetched position.
@@ -42,7 +48,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from ballast.kafka.clients import DeliveryTracker
 
@@ -50,6 +56,21 @@ log = logging.getLogger(__name__)
 
 WATERMARK_TIMEOUT_S = 10.0
 FLUSH_TIMEOUT_S = 60.0
+# more fatal producer failures than this within the window end the service: a producer that fails
+# again at once is not cured by another
+MAX_RENEWALS = 3
+RENEWAL_WINDOW_S = 60.0
+# fatal errors a new producer must not paper over (another live instance, or no permission)
+NOT_RENEWABLE = frozenset({
+    KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
+})  # fmt: skip
+
+
+def renewable(err: KafkaError) -> bool:
+    """A fatal producer error a new producer with the same transactional id recovers from."""
+    return err.fatal() and err.code() not in NOT_RENEWABLE
 
 
 class CheckpointError(RuntimeError):
@@ -99,7 +120,10 @@ class Checkpoint:
     * ``on_rewind()``: the open transaction was dropped (or a partition lost without one): what it
       held that the service owes again (markers, statistics) must be re-queued;
     * ``before_commit()``: the interval's last writes, inside its transaction;
-    * ``after_commit()``: the interval is durable (what a later rewind goes back to).
+    * ``after_commit()``: the interval is durable (what a later rewind goes back to);
+    * ``renew_producer()``: a new transactional producer with the same ``transactional.id``
+      (``init_transactions`` done), for a producer that failed fatally in a way that does not say
+      another instance took over (see :func:`renewable`). Without it such a failure ends the service.
     """
 
     def __init__(
@@ -115,6 +139,7 @@ class Checkpoint:
         on_rewind: Callable[[], None] | None = None,
         before_commit: Callable[[], None] | None = None,
         after_commit: Callable[[], None] | None = None,
+        renew_producer: Callable[[], Producer] | None = None,
         deliveries: DeliveryTracker | None = None,
         name: str = "checkpoint",
         commit_timeout_s: float = 60.0,
@@ -140,6 +165,8 @@ class Checkpoint:
         self._on_rewind: Callable[[], None] = on_rewind or _nothing
         self._before_commit: Callable[[], None] = before_commit or _nothing
         self._after_commit: Callable[[], None] = after_commit or _nothing
+        self._renew_producer = renew_producer
+        self._renewals: list[float] = []  # monotonic times of recent renewals (a loop is a defect)
         # failures reported by the producer's delivery callback (at-least-once only)
         self._deliveries = deliveries or DeliveryTracker()
         self._name = name
@@ -209,6 +236,9 @@ class Checkpoint:
                     )  # fmt: skip
                     self.metrics.commit_retried()
                     continue
+                if self._renew_producer is not None and renewable(err):
+                    self.abort_and_rewind(failed=exc)
+                    return
                 raise CheckpointError(f"transaction commit failed: {err}") from exc
         self.in_txn = False
         self.opened = 0.0
@@ -233,9 +263,21 @@ class Checkpoint:
         self.metrics.committed(transaction=False)
         self._after_commit()
 
-    def abort_and_rewind(self) -> None:
-        """Drop the open transaction and go back to the committed offsets (earliest when none)."""
-        self.producer.abort_transaction(self.commit_timeout_s)
+    def abort_and_rewind(self, failed: KafkaException | None = None) -> None:
+        """Drop the open transaction and go back to the committed offsets (earliest when none).
+
+        ``failed``: the producer already failed fatally (no abort is possible); a renewable fatal
+        error of the abort itself is the same. The producer is then renewed: the new one's
+        ``init_transactions`` aborts whatever the old one left open, so the rewind is the same."""
+        if failed is None:
+            try:
+                self.producer.abort_transaction(self.commit_timeout_s)
+            except KafkaException as exc:
+                if self._renew_producer is None or not renewable(exc.args[0]):
+                    raise
+                failed = exc
+        if failed is not None:
+            self._renew(failed)
         self.in_txn = False
         self.opened = 0.0
         self.metrics.transaction_aborted()
@@ -248,6 +290,20 @@ class Checkpoint:
                 self.floors[(tp.topic, tp.partition)] = tp.offset
         # the aborted transaction took what the service wrote in it: the hook owes it again
         self._on_rewind()
+
+    def _renew(self, failed: KafkaException) -> None:
+        """A new producer in place of one that failed fatally (``renew_producer``)."""
+        assert self._renew_producer is not None
+        now = time.monotonic()
+        self._renewals = [t for t in self._renewals if now - t < RENEWAL_WINDOW_S] + [now]
+        if len(self._renewals) > MAX_RENEWALS:
+            raise CheckpointError(
+                f"producer failed fatally {len(self._renewals)} times within {RENEWAL_WINDOW_S:.0f} s, "
+                f"last: {failed.args[0]}"
+            ) from failed
+        log.warning("%s: producer failed fatally (%s): a new one with the same transactional id takes over",
+                    self._name, failed.args[0])  # fmt: skip
+        self.producer = self._renew_producer()
 
     def close(self) -> None:
         """On the way out: an interval still open here was not committed; abort it (best effort)."""

@@ -7,6 +7,7 @@ running router (the transactional producer), is a concern of its own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ class RouterClients:
     control: ControlLogReader
     routed_partitions: int
     deliveries: DeliveryTracker
+    new_producer: Callable[[], Producer] | None  # exactly-once: another like ``producer``
 
 
 def router_clients(
@@ -63,10 +65,15 @@ def router_clients(
             # delivery reports only for failures: no Python callback per record
             pconf["on_delivery"] = deliveries
             pconf["delivery.report.only.error"] = True
-        producer = make_producer(kafka, **pconf)
-        if settings.exactly_once:
-            # fences a zombie with the same id and aborts its open transaction
-            producer.init_transactions(60)
+
+        def new_producer() -> Producer:
+            producer = make_producer(kafka, **pconf)
+            if settings.exactly_once:
+                # fences a zombie with the same id and aborts its open transaction
+                producer.init_transactions(60)
+            return producer
+
+        producer = new_producer()
         cconf: dict[str, Any] = {
             "client.id": f"{rid}-consumer",
             "session.timeout.ms": settings.session_timeout_ms,
@@ -79,4 +86,6 @@ def router_clients(
     except BaseException:
         control.close()
         raise
-    return RouterClients(consumer, producer, control, routed, deliveries)
+    return RouterClients(
+        consumer, producer, control, routed, deliveries, new_producer if settings.exactly_once else None
+    )

@@ -41,6 +41,7 @@ class RouterTotals:
     transactions: int = 0
     aborts: int = 0
     commit_retries: int = 0
+    producer_renewals: int = 0
     control_skipped: int = 0  # control records that were no event (junk): skipped, see ballast.control.log
     epochs_applied: list[int] = field(default_factory=list)
 
@@ -69,6 +70,12 @@ class _Prometheus:
         self.markers = Counter("ballast_router_markers", "Epoch markers written", lbl, registry=r)
         self.transactions = Counter("ballast_router_transactions", "Transactions committed", lbl, registry=r)
         self.aborts = Counter("ballast_router_transaction_aborts", "Transactions aborted", lbl, registry=r)
+        self.producer_renewals = Counter(
+            "ballast_router_producer_renewals",
+            "Producers replaced after a fatal error that was not a fence (same transactional id)",
+            lbl,
+            registry=r,
+        )
         self.commit_retries = Counter(
             "ballast_router_commit_retries", "Commit calls repeated after a retriable error", lbl, registry=r
         )
@@ -123,6 +130,7 @@ class RouterMetrics:
         self._transactions = p.transactions.labels(rid)
         self._aborts = p.aborts.labels(rid)
         self._commit_retries = p.commit_retries.labels(rid)
+        self._producer_renewals = p.producer_renewals.labels(rid)
         self._offset_resets = p.offset_resets.labels(rid)
         self._table_size = p.table_size.labels(rid)
         self._epoch = p.epoch.labels(rid)
@@ -229,6 +237,10 @@ class RouterMetrics:
         self.totals.aborts += 1
         self._aborts.inc()
         self.interval.aborted()
+
+    def producer_renewed(self) -> None:
+        self.totals.producer_renewals += 1
+        self._producer_renewals.inc()
 
     def commit_retried(self) -> None:
         self.totals.commit_retries += 1

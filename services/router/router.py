@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
@@ -84,11 +85,14 @@ class Router:
         control: ControlSource,
         routed_partitions: int,
         deliveries: DeliveryTracker | None = None,
+        new_producer: Callable[[], Producer] | None = None,
     ) -> None:
         """Wire the parts around the given clients; no I/O happens before :meth:`start`.
 
         ``control`` is a control-log reader whose ``state`` is the epoch-0 state; ``deliveries``
-        is the at-least-once producer's ``on_delivery`` callback (failures stop the router).
+        is the at-least-once producer's ``on_delivery`` callback (failures stop the router);
+        ``new_producer`` builds a transactional producer like ``producer`` (the checkpoint's
+        ``renew_producer``: one that failed fatally without being fenced is replaced).
         """
         self.settings = settings
         self.layout = layout
@@ -119,6 +123,7 @@ class Router:
             on_rewind=self._rewound,
             before_commit=self._before_commit,
             after_commit=self.progress.committed,
+            renew_producer=self._renewed_producer if new_producer is not None else None,
             deliveries=deliveries,
             name=f"router {rid}",
             commit_timeout_s=settings.commit_timeout_ms / 1000,
@@ -133,6 +138,7 @@ class Router:
         self.parser = InputParser(replace(settings.format_options(), max_record_bytes=self.max_record_bytes))
         self.state: ControlState = self.control.state
         self.routes = RouteCache(self.state.table, settings.route_cache_size)
+        self._new_producer = new_producer
         self.ready = False  # True once the control log is folded and the consumer subscribed
         self._started = False
         self._stopping = False
@@ -155,7 +161,7 @@ class Router:
         c = router_clients(settings, layout, kafka, active_workers)
         return cls(
             settings, layout, consumer=c.consumer, producer=c.producer, control=c.control,
-            routed_partitions=c.routed_partitions, deliveries=c.deliveries,
+            routed_partitions=c.routed_partitions, deliveries=c.deliveries, new_producer=c.new_producer,
         )  # fmt: skip
 
     @property
@@ -518,6 +524,13 @@ class Router:
             wc, wb, keys, offered, shed, refetched, dead_reasons, time.perf_counter() - t0,
             self.state.epoch, resets,
         )  # fmt: skip
+
+    def _renewed_producer(self) -> Producer:
+        """A new producer in place of one that failed fatally; everything that writes uses it."""
+        assert self._new_producer is not None
+        self.producer = self.envelopes.producer = self._new_producer()
+        self.metrics.producer_renewed()
+        return self.producer
 
     def _publish_stats(self) -> None:
         """The statistics interval is over: the record is owed as the last of this interval's

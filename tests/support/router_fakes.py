@@ -8,6 +8,7 @@ integration tests run the same code against a real broker.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Message
@@ -58,9 +59,13 @@ def make_router(
     committed: dict | None = None,
     metadata: dict | None = None,
     message_max_bytes: int | None = None,
+    producer: Callable[[ScriptedConsumer], Any] | None = None,
+    new_producer: Callable[[ScriptedConsumer], Any] | None = None,
     **settings: Any,
 ) -> Router:
-    """The production router over the fakes; ``settings`` override :class:`RouterSettings` fields."""
+    """The production router over the fakes; ``settings`` override :class:`RouterSettings` fields;
+    ``producer`` and ``new_producer`` build other fake producers over the consumer (the latter is
+    the router's ``new_producer``)."""
     consumer = ScriptedConsumer(committed, metadata)
     base: dict[str, Any] = dict(
         router_id="r-test", exactly_once=exactly_once, stats_interval_s=3600, input_topics=("in",)
@@ -69,9 +74,10 @@ def make_router(
         RouterSettings(**(base | settings)),
         LAYOUT,
         consumer=consumer,  # type: ignore[arg-type]
-        producer=RecordingProducer(consumer, message_max_bytes),  # type: ignore[arg-type]
+        producer=producer(consumer) if producer else RecordingProducer(consumer, message_max_bytes),  # type: ignore[arg-type]
         control=StaticControl(initial_state(4)),
         routed_partitions=4,
+        new_producer=(lambda: new_producer(consumer)) if new_producer else None,
     )
 
 
