@@ -151,15 +151,21 @@ def job_capacity(
     batches = tuple(history)
     seen = busy_rate(batches, now, window_s)
     if seen is None or len(usable(batches, now, window_s)) < MIN_BATCHES:
-        # starting or idle: the last good fit still says what a record costs; without one, nothing
-        return (None if model is None else model.rate_at(batch_s)), model
+        # starting or idle: the last good fit still says what a record costs; without one, nothing.
+        # A fit whose fixed cost exceeds ``batch_s`` rates 0 there (the target cannot be met): then
+        # what was seen, if anything, never 0 (the policy takes no capacity of 0: it would stop)
+        if model is None:
+            return None, model
+        rate = max(model.rate_at(batch_s), seen or 0.0)
+        return (rate if rate > 0 else None), model
     model = fit_cost(batches, now, window_s) or model
     return (seen if model is None else max(seen, model.rate_at(batch_s))), model
 
 
 def pipeline_capacity(rates: Iterable[float | None]) -> float | None:
-    """The smallest job's busy rate; None if any job's is not measured (or there is no job)."""
+    """The smallest job's busy rate; None if any job's is not measured, or not above 0 (or there is
+    no job)."""
     values = list(rates)
-    if not values or any(r is None or not math.isfinite(r) for r in values):
+    if not values or any(r is None or not math.isfinite(r) or r <= 0 for r in values):
         return None
     return min(v for v in values if v is not None)

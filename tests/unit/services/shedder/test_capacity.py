@@ -138,3 +138,19 @@ def test_an_idle_window_keeps_the_last_good_fit_and_knows_nothing_without_one():
     remembered = CostModel(0.9, 1 / 1500)
     assert job_capacity((), 100.0, 60.0, 5.0, remembered) == (remembered.rate_at(5.0), remembered)
     assert job_capacity((), 100.0, 60.0, 5.0, None) == (None, None)
+
+
+def test_a_fit_whose_fixed_cost_exceeds_the_batch_target_never_reads_as_no_capacity():
+    """Found by the fault campaign (seed 4): a reduce restarted on a loaded machine ran batches of
+    20-37 s; the fit's fixed cost (clipped to the shortest batch) exceeded the 5 s batch target, so
+    ``rate_at`` was 0. With fewer batches than a fit needs in the window the service took that 0 as
+    the capacity, and every cycle failed in the policy ("capacity must be a finite number > 0"): no
+    decision, no lag sample, a shed at 0.3 never lifted. A capacity is never 0: it is at least what
+    the job was seen to process, and unknown (no decision) when nothing was seen."""
+    slow = CostModel(fixed_s=21.0, per_row_s=1 / 2000)
+    assert slow.rate_at(5.0) == 0.0  # the target cannot be met: not a capacity of 0
+    one = [BatchCost(11, 2_075, 32.7, 99.0)]  # one batch in the window: too few to fit
+    capacity, model = job_capacity(one, 100.0, 60.0, 5.0, slow)
+    assert model == slow and capacity == pytest.approx(2_075 / 32.7)
+    assert job_capacity((), 100.0, 60.0, 5.0, slow) == (None, slow)  # idle: nothing seen, unknown
+    assert pipeline_capacity([0.0, 10.0]) is None  # a 0 from anywhere is no measurement
