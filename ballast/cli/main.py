@@ -19,6 +19,8 @@ the traceback instead.
 from __future__ import annotations
 
 import argparse
+import faulthandler
+import signal
 import sys
 import traceback
 from dataclasses import dataclass
@@ -88,6 +90,9 @@ def exit_code(exc: BaseException) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # `kill -USR1 <pid>` writes every thread's stack to stderr (a service's log) and goes on: how a
+    # service that stopped making progress without a word is looked into (the fault campaign does)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     args = build_parser().parse_args(argv)
     try:
         debug = CliSettings.from_args(args).debug

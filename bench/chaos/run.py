@@ -46,6 +46,7 @@ from bench.chaos.params import Params
 from bench.chaos.plan import make_plan
 from bench.chaos.readback import read_back
 from bench.chaos.recovery import pipeline_lag, recovery
+from bench.chaos.stacks import dump_stacks
 from services.demo.measure import interval_imbalance
 from spark_jobs.durations import interval_ms
 
@@ -236,6 +237,9 @@ def _close(
         )
     if not recovered:
         say(f"[yellow]the lag was not back under target within {p.drain_timeout_s:g} s[/yellow]")
+    if not (closed and recovered):
+        for line in dump_stacks(pipe):  # what each service was doing, before the run is torn down
+            say(line)
     return mark, closed
 
 
