@@ -33,6 +33,14 @@ SPARK_CONF = {
 }
 
 
+# attempts of a task in local mode (Spark's ``local[N, F]``; plain ``local[N]`` tries once). Why:
+# a task can fail for a reason of the moment (a Python worker that did not connect back within
+# Spark's 10 s on a loaded machine, seen in the fault campaign), and in local mode that failed
+# the query, so the reduce exited and restarted on its checkpoint. A retried task re-reads the
+# same offsets and state version: what it writes is what its first attempt would have (a replay)
+LOCAL_TASK_ATTEMPTS = 4
+
+
 def local_spark(
     app_name: str = "ballast",
     cores: int = 2,
@@ -43,8 +51,9 @@ def local_spark(
     conf: dict[str, str] | None = None,
     output: str | Path | None = None,
 ):
-    """Create (or reuse) a SparkSession with Ballast's connectors: ``local[cores]`` unless ``master``
-    names another (under spark-submit the master comes from its command line and wins).
+    """Create (or reuse) a SparkSession with Ballast's connectors: ``local[cores]`` (each task tried
+    up to :data:`LOCAL_TASK_ATTEMPTS` times) unless ``master`` names another (under spark-submit
+    the master comes from its command line and wins).
 
     ``output``: a file for everything the Spark JVM prints (its log lines, start-up notices, the
     prints of the Python workers it starts) instead of this process's terminal. It applies only
@@ -63,7 +72,7 @@ def local_spark(
     from pyspark.sql import SparkSession
 
     options = {
-        "spark.master": master or f"local[{cores}]",
+        "spark.master": master or f"local[{cores},{LOCAL_TASK_ATTEMPTS}]",
         "spark.app.name": app_name,
         "spark.jars": ",".join(spark_jars()),
         "spark.driver.host": "127.0.0.1",
