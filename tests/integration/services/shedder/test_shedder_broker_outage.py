@@ -78,14 +78,21 @@ class Outages:
         """The leader of the group's ``__consumer_offsets`` partition and of the topic's partitions."""
         md = self.admin.list_topics(timeout=10).topics
         parts = [(OFFSETS_TOPIC, self.offsets_partition)] + [(self.topic, p) for p in range(PARTITIONS)]
-        return {TopicPartition(t, p): md[t].partitions[p].leader for t, p in parts}
+        found = {}
+        for t, p in parts:  # a topic just created may not be in this broker's metadata yet: -1
+            partitions = md[t].partitions if t in md else {}
+            found[TopicPartition(t, p)] = partitions[p].leader if p in partitions else -1
+        return found
 
     def elect(self) -> bool:
         """A preferred-leader election of those partitions; whether ``broker`` leads them all now."""
-        if set(self.leaders().values()) == {self.broker}:
+        leaders = self.leaders()
+        if set(leaders.values()) == {self.broker}:
             return True
+        if -1 in leaders.values():
+            return False  # not known everywhere yet: ask again
         try:
-            self.admin.elect_leaders(ElectionType.PREFERRED, list(self.leaders())).result(30)
+            self.admin.elect_leaders(ElectionType.PREFERRED, list(leaders)).result(30)
         except Exception:  # not in the ISR yet: ask again
             return False
         return set(self.leaders().values()) == {self.broker}
