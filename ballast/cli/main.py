@@ -19,6 +19,7 @@ the traceback instead.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import signal
 import sys
@@ -92,10 +93,8 @@ def exit_code(exc: BaseException) -> int | None:
 def main(argv: list[str] | None = None) -> int:
     # `kill -USR1 <pid>` writes every thread's stack to stderr (a service's log) and goes on: how a
     # service that stopped making progress without a word is looked into (the fault campaign does)
-    try:
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # a captured stderr has no file
         faulthandler.register(signal.SIGUSR1, all_threads=True)
-    except (AttributeError, OSError, ValueError):  # stderr without a file (captured): nowhere to write
-        pass
     args = build_parser().parse_args(argv)
     try:
         debug = CliSettings.from_args(args).debug

@@ -108,3 +108,31 @@ def produce_all(
         raise DeliveryError(f"{remaining} records still queued after {flush_timeout}s")
     tracker.raise_if_failed()
     return sent
+
+
+# errors a partition's offsets are asked again for: its leader moved (a broker failed over) or is
+# not known yet; the client's metadata catches up within seconds
+_LEADER_MOVING = frozenset({
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,
+})  # fmt: skip
+
+
+def high_watermark(consumer: Consumer, topic: str, partition: int, timeout_s: float = 60.0) -> int:
+    """The partition's high watermark, asked again while its leader moves (a broker failover made
+    a one-shot ask fail with NOT_LEADER_FOR_PARTITION), up to ``timeout_s``."""
+    import time
+
+    from confluent_kafka import KafkaException, TopicPartition
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            tp = TopicPartition(topic, partition)
+            return consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+        except KafkaException as exc:
+            err = exc.args[0]
+            if not (err.retriable() or err.code() in _LEADER_MOVING) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, Message, TopicPartition
 
 from ballast.kafka.admin import make_admin, partition_count
-from ballast.kafka.clients import make_consumer
+from ballast.kafka.clients import high_watermark, make_consumer
 from ballast.kafka.configuration import KafkaConfig
 from ballast.waiting import WaitTimeout
 
@@ -65,10 +65,7 @@ class TopicFollower:
 
     def end_offsets(self) -> dict[int, int]:
         """The high watermark of every partition, now."""
-        return {
-            p: self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10, cached=False)[1]
-            for p in range(self.partitions)
-        }
+        return {p: high_watermark(self.consumer, self.topic, p) for p in range(self.partitions)}
 
     def positions(self) -> dict[int, int]:
         """Where the consumer stands per partition (read_committed: never past the stable offset)."""

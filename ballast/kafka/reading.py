@@ -15,7 +15,7 @@ import uuid
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from ballast.kafka.admin import make_admin, partition_count
-from ballast.kafka.clients import make_consumer
+from ballast.kafka.clients import high_watermark, make_consumer
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.follow import ConsumerError
 
@@ -72,9 +72,6 @@ def records_written(cfg: KafkaConfig, topic: str, partitions: int) -> int:
     """Sum of the topic's end offsets: every record ever written to it (without compaction)."""
     consumer = make_consumer(cfg, f"ballast-offsets-{uuid.uuid4().hex[:8]}")
     try:
-        return sum(
-            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
-            for p in range(partitions)
-        )
+        return sum(high_watermark(consumer, topic, p) for p in range(partitions))
     finally:
         consumer.close()
