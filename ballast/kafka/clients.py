@@ -7,10 +7,11 @@ acks=all) and every consumer the same isolation level; building them from one
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from ballast.kafka.configuration import LIBRDKAFKA_MESSAGE_MAX_BYTES, KafkaConfig
 
@@ -122,10 +123,6 @@ _LEADER_MOVING = frozenset({
 def high_watermark(consumer: Consumer, topic: str, partition: int, timeout_s: float = 60.0) -> int:
     """The partition's high watermark, asked again while its leader moves (a broker failover made
     a one-shot ask fail with NOT_LEADER_FOR_PARTITION), up to ``timeout_s``."""
-    import time
-
-    from confluent_kafka import KafkaException, TopicPartition
-
     deadline = time.monotonic() + timeout_s
     while True:
         try:
