@@ -36,6 +36,15 @@ and where commits are counted (:class:`CheckpointMetrics`).
   transactional id when the service gives ``renew_producer``, as Kafka Streams re-initialises its
   thread producer after losing all tasks under exactly-once v2. Fenced (another instance with the
   id is alive) or unauthorised stays fatal: renewing would fence the live instance in turn.
+* A transactional call that does not return is abandoned, not waited on forever. librdkafka's
+  ``send_offsets_to_transaction`` ignores its timeout when the group coordinator is down
+  (librdkafka issues 5456 and 5511, open in 2.16): after a broker was killed, a router blocked in
+  it for good, routed nothing and never said why (the fault campaign's stalled seeds). Each call
+  runs on a helper thread and is given its own timeout plus :data:`HANG_GRACE_S`; one still running
+  then counts as a fatal failure of that producer: with ``renew_producer`` a new producer with the
+  same transactional id fences it (its transaction is aborted) and the consumer rewinds, without
+  one the commit raises :class:`CheckpointError`. The abandoned producer is never closed under its
+  blocked call (the thread keeps it alive until the call returns, if ever).
 * :attr:`Checkpoint.floors` is where the current assignment (or rewind) started per partition. A
   record below it cannot be a re-fetch: the consumer reset its position (the committed offset was
   out of range, e.g. a recreated topic), so the loop trusts the fetched position.
@@ -44,6 +53,7 @@ and where commits are counted (:class:`CheckpointMetrics`).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -60,6 +70,8 @@ FLUSH_TIMEOUT_S = 60.0
 # again at once is not cured by another
 MAX_RENEWALS = 3
 RENEWAL_WINDOW_S = 60.0
+# how much longer than its own timeout a transactional call may take before it counts as hung
+HANG_GRACE_S = 15.0
 # fatal errors a new producer must not paper over (another live instance, or no permission)
 NOT_RENEWABLE = frozenset({
     KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH,
@@ -71,6 +83,41 @@ NOT_RENEWABLE = frozenset({
 def renewable(err: KafkaError) -> bool:
     """A fatal producer error a new producer with the same transactional id recovers from."""
     return err.fatal() and err.code() not in NOT_RENEWABLE
+
+
+class HungCall(KafkaException):
+    """A transactional call that did not return within its timeout plus :data:`HANG_GRACE_S`."""
+
+
+def bounded(call: Callable[..., Any], timeout: float, *args: Any) -> Any:
+    """``call(*args)`` on a helper thread, its result or its exception; :class:`HungCall` when it
+    has not returned ``timeout`` + :data:`HANG_GRACE_S` seconds later (it is left running: a call
+    into librdkafka cannot be cancelled)."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call(*args)))
+        except BaseException as exc:  # handed to the caller's thread
+            outcome.append((False, exc))
+
+    name = getattr(call, "__name__", "call")
+    helper = threading.Thread(target=run, name=f"checkpoint-{name}", daemon=True)
+    helper.start()
+    helper.join(max(timeout, 0.0) + HANG_GRACE_S)
+    if not outcome:
+        raise HungCall(
+            KafkaError(
+                KafkaError._TIMED_OUT,
+                f"{name} did not return within {timeout + HANG_GRACE_S:.0f} s (its timeout is "
+                f"{timeout:.0f} s; librdkafka issues 5456/5511: the group coordinator went away)",
+                fatal=True,
+            )
+        )
+    ok, value = outcome[0]
+    if ok:
+        return value
+    raise value
 
 
 class CheckpointError(RuntimeError):
@@ -216,12 +263,17 @@ class Checkpoint:
             try:
                 # resume where the last attempt failed: each call is repeated, never the sequence
                 if not offsets_sent:
-                    self.producer.send_offsets_to_transaction(
-                        positions, self.consumer.consumer_group_metadata(), timeout
-                    )
+                    metadata = self.consumer.consumer_group_metadata()
+                    bounded(self.producer.send_offsets_to_transaction, timeout, positions, metadata, timeout)
                     offsets_sent = True
-                self.producer.commit_transaction(timeout)
+                bounded(self.producer.commit_transaction, timeout, timeout)
                 break
+            except HungCall as exc:
+                log.warning("%s: %s", self._name, exc.args[0].str())
+                if self._renew_producer is not None:
+                    self.abort_and_rewind(failed=exc)
+                    return
+                raise CheckpointError(f"transaction commit failed: {exc.args[0].str()}") from exc
             except KafkaException as exc:
                 err = exc.args[0]
                 if err.txn_requires_abort():

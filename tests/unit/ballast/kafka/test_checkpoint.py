@@ -10,11 +10,13 @@ conflict, as librdkafka does.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
+from ballast.kafka import checkpoint
 from ballast.kafka.checkpoint import Checkpoint, CheckpointError
 from ballast.kafka.clients import DeliveryTracker
 from tests.support.kafka_fakes import NO_OFFSET, RecordingProducer, ScriptedConsumer
@@ -247,3 +249,65 @@ def test_without_hooks_it_commits_plain_offsets():
     cp.offsets[("in", 0)] = 4
     cp.commit()
     assert consumer.commits == [[("in", 0, 4)]] and consumer.group_metadata[("in", 0)] is None
+
+
+class HangingProducer(RecordingProducer):
+    """``send_offsets_to_transaction`` blocks until released, whatever its timeout: librdkafka's,
+    when the group coordinator was killed (issues 5456, 5511)."""
+
+    def __init__(self, consumer: ScriptedConsumer) -> None:
+        super().__init__(consumer)
+        self.release = threading.Event()
+
+    def send_offsets_to_transaction(self, positions, metadata, timeout=-1) -> None:
+        self.calls.append("send_offsets:hung")
+        self.release.wait()
+
+
+def test_a_call_that_never_returns_renews_the_producer_and_rewinds(monkeypatch):
+    """Before: the commit waited for ever and the service routed nothing, saying nothing."""
+    monkeypatch.setattr(checkpoint, "HANG_GRACE_S", 0.2, raising=False)
+    renewed: list[RecordingProducer] = []
+
+    def renew() -> RecordingProducer:
+        renewed.append(RecordingProducer(kit.consumer))
+        return renewed[-1]
+
+    kit = Kit({("in", 0): 7}, renew_producer=renew, commit_timeout_s=0.1)
+    hung = HangingProducer(kit.consumer)
+    kit.cp.producer = hung  # type: ignore[assignment]
+    kit.assign(0)
+    kit.cp.begin()
+    hung.produce("out", b"in the hung transaction")
+    kit.cp.offsets[("in", 0)] = 20
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (kit.cp.commit(), done.set()), daemon=True)
+    worker.start()
+    worker.join(30)  # a liveness bound, far above the 0.3 s the checkpoint waits
+    try:
+        assert done.is_set(), "the commit is still waiting on the hung call"
+        assert len(renewed) == 1 and kit.cp.producer is renewed[0]
+        assert hung.calls == ["begin", "send_offsets:hung"]  # never closed or aborted under the call
+        assert kit.consumer.seeks == [("in", 0, 7)] and kit.cp.offsets == {("in", 0): 7}
+        assert kit.rewinds == 1 and kit.consumer.commits == [] and not kit.cp.in_txn
+        kit.cp.begin()
+        kit.cp.offsets[("in", 0)] = 9
+        kit.cp.commit()  # the new producer commits
+        assert renewed[0].calls == ["begin", "send_offsets", "commit"]
+        assert kit.consumer.commits == [[("in", 0, 9)]]
+    finally:
+        hung.release.set()
+
+
+def test_a_call_that_never_returns_without_a_renewal_fails_the_commit(monkeypatch):
+    monkeypatch.setattr(checkpoint, "HANG_GRACE_S", 0.2, raising=False)
+    kit = Kit({("in", 0): 7}, commit_timeout_s=0.1)
+    hung = HangingProducer(kit.consumer)
+    kit.cp.producer = hung  # type: ignore[assignment]
+    kit.assign(0)
+    kit.cp.begin()
+    try:
+        with pytest.raises(CheckpointError, match="did not return within"):
+            kit.cp.commit()
+    finally:
+        hung.release.set()
