@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
+import sys
 import tempfile
 import time
 from dataclasses import asdict, fields, replace
@@ -81,6 +83,9 @@ def run_campaign(
 
 
 def main(argv: list[str] | None = None) -> int:
+    # a SIGTERM unwinds like Ctrl-C, so the seed's brokers and services are torn down (the default
+    # action ended the harness and left three brokers running)
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     p, args = parse(argv)
     name = "chaos-short.json" if args.short else "chaos.json"
     out = Path(args.out) if args.out else RESULTS / name
