@@ -13,7 +13,10 @@ disagree with every Java producer and with Spark's Kafka sink.
 Two entry points exist because the two callers have opposite shapes:
 
 * :func:`kafka_partition` hashes one key per call; the router calls it on the hot path, so it is
-  plain Python over ints (no numpy call overhead per record).
+  plain Python over ints (no numpy call overhead per record): the 4-byte blocks come from
+  ``struct.iter_unpack`` (about twice as fast as assembling them byte by byte), and the hashes of
+  the last :data:`CACHED_KEYS` keys are kept (skewed keys repeat: a hot key costs a dictionary
+  lookup, not a hash).
 * :func:`murmur2_array` hashes a whole key universe at once with numpy ``uint32`` arithmetic
   (which wraps modulo 2**32 exactly like Java ints), and :func:`kafka_partition_array` turns those
   hashes into partitions; the simulator needs ``h`` for 10**6 keys.
@@ -24,7 +27,9 @@ Stable public names (the router imports them): ``kafka_partition(key: bytes, num
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 
@@ -32,6 +37,8 @@ SEED = 0x9747B28C
 _M = 0x5BD1E995
 _R = 24
 _MASK = 0xFFFFFFFF
+# keys whose hash :func:`kafka_partition` keeps (about 100 bytes each)
+CACHED_KEYS = 1 << 16
 
 
 def murmur2(data: bytes, seed: int = SEED) -> int:
@@ -39,8 +46,7 @@ def murmur2(data: bytes, seed: int = SEED) -> int:
     length = len(data)
     h = (seed ^ length) & _MASK
     n4 = length & ~3
-    for i in range(0, n4, 4):
-        k = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
+    for (k,) in struct.iter_unpack("<I", memoryview(data)[:n4]):
         k = (k * _M) & _MASK
         k ^= k >> _R
         k = (k * _M) & _MASK
@@ -65,11 +71,17 @@ def to_positive(h: int) -> int:
     return h & 0x7FFFFFFF
 
 
+@lru_cache(maxsize=CACHED_KEYS)
+def _positive_hash(key: bytes) -> int:
+    return murmur2(key) & 0x7FFFFFFF
+
+
 def kafka_partition(key: bytes, num_partitions: int) -> int:
     """Partition Kafka's default partitioner picks for a non-null key: the base hash ``h(k)``."""
     if num_partitions <= 0:
         raise ValueError("num_partitions must be positive")
-    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+    h = _positive_hash(key) if type(key) is bytes else murmur2(key) & 0x7FFFFFFF  # unhashable: not kept
+    return h % num_partitions
 
 
 def murmur2_array(keys: Sequence[bytes], seed: int = SEED) -> np.ndarray:

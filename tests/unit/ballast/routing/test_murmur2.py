@@ -61,3 +61,15 @@ def test_partition_rejects_zero_partitions():
 def test_vector_and_scalar_agree(keys, n):
     scalar = [kafka_partition(k, n) for k in keys]
     assert kafka_partition_array(murmur2_array(keys), n).tolist() == scalar
+
+
+def test_a_kept_hash_is_the_hash_for_every_key_shape_and_length():
+    """kafka_partition keeps the hashes of recent keys (bytes only); every shape and length of key,
+    asked once or again, gets the partition of the uncached hash."""
+    keys = [bytes(range(n)) for n in range(0, 41)] + [b"user-0000001", b"\xff" * 7]
+    for _ in range(2):  # the second round reads what the first kept
+        for k in keys:
+            expected = (murmur2(k) & 0x7FFFFFFF) % 7
+            assert kafka_partition(k, 7) == expected
+            assert kafka_partition(bytearray(k), 7) == expected
+            assert kafka_partition(memoryview(k), 7) == expected
