@@ -15,11 +15,17 @@ Why a record that is not an event is skipped, not fatal: anything with write acc
 can append bytes (a plain producer, a mistyped topic name); one such record used to stop every
 router, fail every reduce task and keep a restarted controller from reading its own log. A record
 that does not decode as a ``ControlEvent``, or an event that no state could take where it stands
-(invalid content, or an epoch that is not the next one), is skipped: a warning, a count per reason
-(:attr:`ControlLogReader.skipped`) and the reader's ``on_skip`` hook (the controller's writes the
-one dead letter, see :mod:`services.controller.audit`), and the next genuine event applies. A
-*conflicting* duplicate of an epoch still stops the reader: two writers disagree about the log,
-and choosing one silently would hide it (issue 28: forged events).
+(invalid content, an epoch that is not the next one, an epoch already folded), is skipped: a
+warning, a count per reason (:attr:`ControlLogReader.skipped`) and the reader's ``on_skip`` hook (the
+controller's writes the one dead letter, see :mod:`services.controller.audit`), and the next genuine
+event applies. A duplicate epoch with other content is skipped too: the first event at an epoch is
+the log's, for every reader alike (a reader starting at a later snapshot sees the same state), and
+stopping would hand the pipeline to whoever appends one (a replayed record is such a duplicate).
+
+Why signatures (:mod:`ballast.control.signing`): on a log whose genesis names a key, a record
+without a valid signature of that key is skipped (``unsigned``, ``bad-signature``) before it is
+decoded, and no fold starts at an unsigned snapshot; a forged event at the next epoch then changes
+nothing, and the controller's own event at that epoch applies.
 """
 
 from __future__ import annotations
@@ -36,10 +42,12 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from ballast.avro.codec import AvroCodec
 from ballast.control.genesis import Genesis, GenesisMissingError, missing_message
 from ballast.control.peek import peek
+from ballast.control.signing import SigningError, VerifyKey, genesis_key, pinned_key_from_env
 from ballast.control.state import (
     CONTROL_SCHEMA,
     ControlLogError,
     ControlState,
+    DuplicateEpochError,
     EpochGapError,
     InvalidEventError,
     StateBuilder,
@@ -86,8 +94,8 @@ class Folded(NamedTuple):
 
 @dataclass(frozen=True)
 class SkippedRecord:
-    """A control record a reader skipped: where, why (``reason``: ``undecodable``,
-    ``invalid-event`` or ``epoch-gap``), and the record itself for its dead letter."""
+    """A control record a reader skipped: where, why (``reason``: one of :data:`SKIP_REASONS`),
+    and the record itself for its dead letter."""
 
     topic: str
     offset: int
@@ -97,7 +105,14 @@ class SkippedRecord:
     value: bytes | None
 
 
-SKIP_REASONS = ("undecodable", "invalid-event", "epoch-gap")
+SKIP_REASONS = (
+    "unsigned",  # a signed log: no signature
+    "bad-signature",  # a signed log: a signature that does not verify with the genesis's key
+    "undecodable",
+    "invalid-event",
+    "epoch-gap",
+    "duplicate-epoch",  # an epoch already folded, with other content (or content no longer kept)
+)
 
 
 class ControlLogReader:
@@ -121,6 +136,10 @@ class ControlLogReader:
     docstring): :attr:`skipped` counts them per reason, ``on_skip`` gets each one. Work done, for
     whoever must bound it: :attr:`records_read` (every record consumed, the search included) and
     :attr:`events_folded`.
+
+    Signatures: the log's genesis names the key (:attr:`signer`, None for an unsigned log);
+    ``public_key`` (default: ``BALLAST_CONTROL_PUBLIC_KEY``) pins it, and a log whose genesis names
+    another key, or none, is refused (:class:`ControlLogError`).
     """
 
     def __init__(
@@ -135,6 +154,7 @@ class ControlLogReader:
         before_epoch: int | None = None,
         scan_below: int | None = None,
         on_skip: Callable[[SkippedRecord], None] | None = None,
+        public_key: VerifyKey | None = None,
     ) -> None:
         from confluent_kafka import Consumer
 
@@ -146,6 +166,8 @@ class ControlLogReader:
         self.history = history
         self.before_epoch = before_epoch
         self.on_skip = on_skip
+        self.pinned = public_key if public_key is not None else pinned_key_from_env()
+        self.signer: VerifyKey | None = None  # the key the genesis names (None: unsigned, or not read yet)
         self.skipped: Counter[str] = Counter()
         self.records_read = 0
         self.events_folded = 0
@@ -196,8 +218,8 @@ class ControlLogReader:
     def _position(self) -> int:
         return self.consumer.position([self._tp])[0].offset
 
-    def _records(self, start: int, end: int, timeout: float) -> Iterator[tuple[int, bytes | None]]:
-        """(offset, value) of the committed records in [start, end); raises after ``timeout``
+    def _records(self, start: int, end: int, timeout: float) -> Iterator[Any]:
+        """The committed records (messages) in [start, end); raises after ``timeout``
         seconds without progress (an open transaction in the range is waited for until then)."""
         self.consumer.assign([TopicPartition(self.topic, 0, start)])
         done = start
@@ -212,7 +234,7 @@ class ControlLogReader:
                     return
                 done = m.offset() + 1
                 self.records_read += 1
-                yield m.offset(), m.value()
+                yield m
             position = self._position()
             if position >= end:
                 return
@@ -236,11 +258,14 @@ class ControlLogReader:
         except Exception as exc:
             raise ControlLogError(f"undecodable control event at offset {offset}: {exc}") from exc
 
-    def _base_at(self, offset: int, value: bytes | None) -> dict[str, Any] | None:
+    def _base_at(self, m: Any) -> dict[str, Any] | None:
         """The decoded event when the record is a snapshot that records the routed partitions (and
-        a fold could start at it: a record that is not an event is no start)."""
+        a fold could start at it: a record that is not an event, or not signed, is no start)."""
+        offset, value = m.offset(), m.value()
         seen = peek(value)
         if seen is not None and seen[1] != "TABLE_SNAPSHOT":
+            return None
+        if self.signer is not None and self._refused(self.signer, m):
             return None
         try:
             event = self._decode(offset, value)
@@ -254,21 +279,21 @@ class ControlLogReader:
             return None
         return event
 
-    def _first_base(self, start: int, end: int, timeout: float) -> tuple[int, dict[str, Any]] | None:
-        for offset, value in self._records(start, end, timeout):
-            event = self._base_at(offset, value)
+    def _first_base(self, start: int, end: int, timeout: float) -> tuple[Any, dict[str, Any]] | None:
+        for m in self._records(start, end, timeout):
+            event = self._base_at(m)
             if event is not None:
-                return offset, event
+                return m, event
         return None
 
-    def _usable(self, offset: int, value: bytes | None) -> bool:
+    def _usable(self, m: Any) -> bool:
         """Whether the fold may start at this record: any base snapshot; with the history, only
         one that carries it, at most at :attr:`before_epoch`."""
         if self.history and self.before_epoch is not None:
-            seen = peek(value)
+            seen = peek(m.value())
             if seen is not None and seen[0] > self.before_epoch:
                 return False
-        event = self._base_at(offset, value)
+        event = self._base_at(m)
         if event is None:
             return False
         if not self.history:
@@ -283,9 +308,9 @@ class ControlLogReader:
         while end > low:
             start = max(low, end - size)
             found = None
-            for offset, value in self._records(start, end, timeout):
-                if self._usable(offset, value):
-                    found = offset
+            for m in self._records(start, end, timeout):
+                if self._usable(m):
+                    found = m.offset()
             if found is not None:
                 return found
             end, size = start, size * 2
@@ -302,18 +327,46 @@ class ControlLogReader:
             self._assign(self._next_offset)  # back to where the fold is
         return None if found is None else Genesis.of(found[1])
 
+    def _refused(self, signer: VerifyKey, m: Any) -> str | None:
+        return signer.check(self.topic, m.key(), m.value(), m.headers())
+
+    def _learn_signer(self, genesis: Any | None) -> None:
+        """The key the genesis names becomes the one every later record must carry (module
+        :mod:`ballast.control.signing`); a pinned key must be that one."""
+        signer = None
+        if genesis is not None:
+            try:
+                signer = genesis_key(genesis.headers())
+            except SigningError as exc:
+                raise ControlLogError(f"control log {self.topic}: its genesis names no key: {exc}") from None
+            if signer is not None and self._refused(signer, genesis):
+                raise ControlLogError(
+                    f"control log {self.topic}: its genesis (offset {genesis.offset()}) is not signed by the "
+                    f"key it names ({signer.id}): no writer of Ballast wrote it"
+                )
+        if self.pinned is not None and signer != self.pinned:
+            named = "no key (an unsigned log)" if signer is None else f"key {signer.id}"
+            raise ControlLogError(
+                f"control log {self.topic}: its genesis names {named}, but this process pins key "
+                f"{self.pinned.id} (BALLAST_CONTROL_PUBLIC_KEY): refusing to follow it"
+            )
+        if signer is None and self.signer is None:
+            log.debug("control log %s is unsigned: anyone who can write it steers the pipeline", self.topic)
+        self.signer = signer
+
     def _locate(self, timeout: float) -> None:
         """Choose where the fold starts (see the class docstring) and assign the consumer there."""
         low, high = self.bounds(timeout)
+        first = self._first_base(low, high, timeout) if high > low else None
+        self._learn_signer(None if first is None else first[0])
         if self._start_offset is None:
             below = high if self._scan_below is None else min(high, self._scan_below)
             offset = self._latest_base(low, below, timeout) if below > low else None
-            if offset is None and self.history and high > low:  # none has it: the origin
-                first = self._first_base(low, high, timeout)
-                offset = None if first is None else first[0]
+            if offset is None and self.history and first is not None:  # none has it: the origin
+                offset = first[0].offset()
         else:
             first = self._first_base(max(low, self._start_offset), high, timeout) if high > low else None
-            offset = None if first is None else first[0]
+            offset = None if first is None else first[0].offset()
         if offset is None:
             raise GenesisMissingError(missing_message(self.topic))
         self.start_offset = offset
@@ -331,6 +384,12 @@ class ControlLogReader:
                     continue
                 self.records_read += 1
                 offset = m.offset()
+                if self.signer is not None:
+                    refused = self._refused(self.signer, m)
+                    if refused is not None:
+                        self._next_offset = offset + 1
+                        self._skip(m, refused, f"not signed by the control log's key {self.signer.id}")
+                        continue
                 try:
                     event = self._decode(offset, m.value())
                 except ControlLogError as exc:
@@ -348,6 +407,9 @@ class ControlLogReader:
                     continue
                 except EpochGapError as exc:
                     self._skip(m, "epoch-gap", str(exc))
+                    continue
+                except DuplicateEpochError as exc:
+                    self._skip(m, "duplicate-epoch", str(exc))
                     continue
                 if applied:
                     self.events_folded += 1

@@ -7,6 +7,11 @@ derived from the control topic (:func:`writer_transactional_id`), so every write
 log (the controller, ``ballast control send``, ``ballast topics create``, the demo, tests) fences
 every other. It folds the log with the history (:mod:`ballast.control.history`), so the snapshots
 it appends carry it.
+
+Why it signs (:mod:`ballast.control.signing`): with a ``signing_key`` (default: the file
+``BALLAST_CONTROL_SIGNING_KEY_FILE`` names), every record it writes carries the key's signature and
+a genesis it writes names the key, which makes the log signed for good. A writer of a signed log
+without its key, or with another one, refuses before writing anything: readers would skip it all.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 from ballast.avro.codec import AvroCodec
 from ballast.control.genesis import Genesis, check_create, genesis_snapshot
 from ballast.control.log import SNAPSHOT_EVERY, ControlLogReader
+from ballast.control.signing import PUBLIC_KEY_HEADER, SigningKey, signing_key_from_env
 from ballast.control.state import (
     CONTROL_SCHEMA,
     ControlLogError,
@@ -51,9 +57,11 @@ class ControlLogWriter:
         initial: ControlState | None = None,
         issuer: str = "ballast-control-cli",
         snapshot_every: int = SNAPSHOT_EVERY,
+        signing_key: SigningKey | None = None,
     ) -> None:
         from confluent_kafka import Producer
 
+        self.signing_key = signing_key if signing_key is not None else signing_key_from_env()
         self.kafka = kafka
         self.topic = topic
         self.initial = initial
@@ -75,6 +83,7 @@ class ControlLogWriter:
             self._reader = ControlLogReader(self.kafka, self.topic, self.initial, history=True)
         reader = self._reader
         reader.read_to_end(timeout)
+        check_signer(self.topic, reader, self.signing_key)
 
         def own_event_visible() -> bool:
             if reader.state.epoch >= self._written_epoch:
@@ -106,11 +115,13 @@ class ControlLogWriter:
         self._write(events, timeout)
         return event
 
-    def _write(self, events: list[dict[str, Any]], timeout: float) -> None:
+    def _write(self, events: list[dict[str, Any]], timeout: float, genesis: bool = False) -> None:
         self.producer.begin_transaction()
         for event in events:
             value = self.codec.encode(event)
-            self.producer.produce(self.topic, value=value, key=str(event["epoch"]).encode())
+            key = str(event["epoch"]).encode()
+            headers = signed(self.signing_key, self.topic, key, value, genesis=genesis)
+            self.producer.produce(self.topic, value=value, key=key, headers=headers)
         self.producer.commit_transaction(timeout)
         self._written_epoch = events[-1]["epoch"]
 
@@ -140,7 +151,7 @@ class ControlLogWriter:
                 kind = genesis_snapshot(routed_partitions, active_workers)
                 status, event = "written", make_event(0, *kind, issuer=self.issuer)
             apply_event(state, event)
-            self._write([event], timeout)
+            self._write([event], timeout, genesis=True)
             try:
                 wait_until(lambda: reader.genesis(timeout), timeout, f"the genesis of {self.topic} visible")
             except WaitTimeout as exc:
@@ -157,3 +168,39 @@ class ControlLogWriter:
         self.producer.close()
         if self._reader is not None:
             self._reader.close()
+
+
+def signed(
+    key: SigningKey | None, topic: str, record_key: bytes, value: bytes, *, genesis: bool = False
+) -> list[tuple[str, bytes]] | None:
+    """The headers of a control record: its signature, and on a genesis the key that signs the log."""
+    if key is None:
+        return None
+    headers = key.headers(topic, record_key, value)
+    if genesis:
+        headers.append((PUBLIC_KEY_HEADER, key.public.raw))
+    return headers
+
+
+def check_signer(topic: str, reader: ControlLogReader, key: SigningKey | None) -> None:
+    """Refuse to write a log with a key other than the one its genesis names (readers would skip
+    every record), and to sign an unsigned log's events (its readers check nothing)."""
+    signer = reader.signer
+    if signer is None and key is None:
+        return
+    if signer is None:
+        raise ControlLogError(
+            f"control log {topic} is unsigned (its genesis names no key), but this writer has signing key "
+            f"{key.public.id}: a log is signed from its genesis on, by `ballast topics create` with the key "
+            f"(unset BALLAST_CONTROL_SIGNING_KEY_FILE to write this log; docs/security.md)"
+        )
+    if key is None:
+        raise ControlLogError(
+            f"control log {topic} is signed by key {signer.id}: give its writers the key's file "
+            f"(BALLAST_CONTROL_SIGNING_KEY_FILE); unsigned events would be skipped by every reader"
+        )
+    if key.public != signer:
+        raise ControlLogError(
+            f"control log {topic} is signed by key {signer.id}, not this writer's {key.public.id}: "
+            f"readers would skip every event it writes (docs/security.md)"
+        )

@@ -87,7 +87,8 @@ class _Prometheus:
         )
         self.control_skipped = Counter(
             "ballast_router_control_records_skipped",
-            "Control-topic records skipped: not a ControlEvent, or no event the log could take there",
+            "Control-topic records skipped: not signed by the log's key, not a ControlEvent, or no "
+            "event the log could take there",
             [*lbl, "reason"],
             registry=r,
         )

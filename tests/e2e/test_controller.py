@@ -55,11 +55,13 @@ JOB_ARGS = ("--watermark-delay", "10 seconds", "--max-offsets-per-trigger", "400
 
 
 def control_log(kit: ReduceKit) -> list[dict[str, Any]]:
-    """Every event of the control log from its genesis, folded (the fold refuses a gap, a
-    duplicate epoch or an event the state rejects: reading it at all checks the order)."""
+    """Every event of the control log from its genesis, folded; none skipped (a gap, a duplicate
+    epoch or an event the state rejects would be: reading it checks the order)."""
     reader = ControlLogReader(kit.kafka, kit.layout.name("control"), initial_state(WORKERS), start_offset=0)
     try:
-        return reader.read_to_end(60)
+        events = reader.read_to_end(60)
+        assert not reader.skipped, f"records that are no next event: {dict(reader.skipped)}"
+        return events
     finally:
         reader.close()
 

@@ -13,12 +13,18 @@ import confluent_kafka
 
 from ballast.avro.codec import AvroCodec
 from ballast.control import state as cs
+from ballast.control.signing import PUBLIC_KEY_HEADER, SigningKey
 
 
 @dataclass
 class Msg:
     _offset: int
     _value: bytes | None
+    _headers: list[tuple[str, bytes]] | None = None
+    _key: bytes | None = None
+
+    def headers(self) -> list[tuple[str, bytes]] | None:
+        return self._headers
 
     def error(self):
         return None
@@ -30,7 +36,7 @@ class Msg:
         return self._value
 
     def key(self) -> bytes:
-        return str(self._offset).encode()
+        return str(self._offset).encode() if self._key is None else self._key
 
     def topic(self) -> str:
         return "c"
@@ -56,13 +62,29 @@ class Clock:
 class ScriptedLog:
     """A one-partition log of committed records (events, or raw values as given); delivers one
     record per ``every`` seconds of its :class:`Clock` and nothing at or after ``stall_at`` (a poll
-    that finds nothing lasts its whole timeout)."""
+    that finds nothing lasts its whole timeout). ``signed_by``: the events (not raw values) carry
+    that key's signature and the first record names it, as a signed log's writers write them;
+    ``headers`` replaces the headers of the records at those offsets (a forger's)."""
 
     def __init__(
-        self, events: list[dict | bytes | None], every: float = 0.0, stall_at: int | None = None
+        self,
+        events: list[dict | bytes | None],
+        every: float = 0.0,
+        stall_at: int | None = None,
+        signed_by: SigningKey | None = None,
+        headers: dict[int, list[tuple[str, bytes]]] | None = None,
     ) -> None:
         codec = AvroCodec(cs.CONTROL_SCHEMA)
         self.values = [e if e is None or isinstance(e, bytes) else codec.encode(e) for e in events]
+        self.headers: list[list[tuple[str, bytes]] | None] = [None] * len(self.values)
+        if signed_by is not None:
+            for i, e in enumerate(events):
+                if isinstance(e, dict):
+                    self.headers[i] = signed_by.headers("c", str(i).encode(), self.values[i])
+            self.headers[0] = [*(self.headers[0] or []), (PUBLIC_KEY_HEADER, signed_by.public.raw)]
+        for i, h in (headers or {}).items():
+            self.headers[i] = h
+        self.keys: dict[int, bytes] = {}  # record keys other than the offset (a replayed record's)
         self.every = every
         self.stall_at = len(self.values) if stall_at is None else stall_at
         self.next = 0
@@ -89,7 +111,7 @@ class ScriptedLog:
             return []
         self.clock.now += self.every
         self.last_record_at = self.clock.now
-        msg = Msg(self.next, self.values[self.next])
+        msg = Msg(self.next, self.values[self.next], self.headers[self.next], self.keys.get(self.next))
         self.next += 1
         return [msg]
 

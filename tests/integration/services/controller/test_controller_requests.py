@@ -47,6 +47,7 @@ def folded(pipe: Pipeline):
     reader = ControlLogReader(pipe.kafka, pipe.layout.name("control"), initial_state(WORKERS), start_offset=0)
     try:
         events = reader.read_to_end(60)
+        assert not reader.skipped, f"records that are no next event: {dict(reader.skipped)}"
         return events, reader.state
     finally:
         reader.close()

@@ -65,6 +65,7 @@ def test_the_latest_snapshot_is_found_reading_backwards(monkeypatch):
     reader = reader_on(monkeypatch, scripted)
     folded = reader.read_to_end()
     assert [e["epoch"] for e in folded] == list(range(37, 100))
-    # chunks of 8, 16, 32, 64 offsets from the end: [92, 100), [76, 92), [44, 76), [0, 44); then the fold
-    assert scripted.reads == [92, 76, 44, 0, 37]
+    # the genesis first (it names the key that signs the log: one record), then chunks of 8, 16, 32,
+    # 64 offsets from the end: [92, 100), [76, 92), [44, 76), [0, 44); then the fold
+    assert scripted.reads == [0, 92, 76, 44, 0, 37]
     assert reader.state == cs.fold(cs.initial_state(4), log_of(100, snapshot_at=37))

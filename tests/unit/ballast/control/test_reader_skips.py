@@ -9,7 +9,6 @@ it to a live pipeline.
 from __future__ import annotations
 
 import confluent_kafka
-import pytest
 
 from ballast.avro.codec import AvroCodec
 from ballast.control import log as control_log
@@ -57,16 +56,6 @@ def test_junk_between_events_is_skipped_and_the_next_event_applies(monkeypatch):
     assert reader.skipped == {"undecodable": 4, "invalid-event": 1, "epoch-gap": 1}
     assert seen[0].value == b"hello" and seen[0].key == b"2" and "truncated" in seen[0].detail
     assert reader.next_offset == len(records)
-
-
-def test_a_conflicting_duplicate_still_stops_the_reader(monkeypatch):
-    """Two writers disagree about an epoch: choosing one silently would hide it (issue 28)."""
-    events = genuine(4)
-    records = [*events, ev(3, cs.scale(2))]
-    reader, seen = reader_on(monkeypatch, ScriptedLog(records), start_offset=0)
-    with pytest.raises(cs.DuplicateEpochError, match="different content"):
-        reader.read_to_end(5)
-    assert reader.state.epoch == 3 and not seen
 
 
 def test_junk_at_the_end_does_not_hide_the_latest_snapshot(monkeypatch):
