@@ -1,4 +1,5 @@
-"""``ballast control send|log|show|table|rebalance``: ask the controller for changes, read the log.
+"""``ballast control send|log|show|table|rebalance|keygen``: ask the controller for changes, read the
+log, make the key that signs it.
 
 Why ``send`` asks instead of writing: the control log has one writer, the controller
 (``ballast controller run``), so every change is checked against the state it lands on and gets
@@ -309,6 +310,20 @@ def _latest_status(args: argparse.Namespace) -> dict | None:
     return latest[-1].__dict__ if latest else None
 
 
+def cmd_keygen(args: argparse.Namespace) -> int:
+    """Make a control log signing key (never replaces one); print its id and public key."""
+    from ballast.control.signing import PUBLIC_KEY_ENV, SIGNING_KEY_ENV, SigningError, SigningKey
+
+    try:
+        key = SigningKey.create(args.file)
+    except SigningError as exc:
+        raise EnvironmentProblem(str(exc)) from None
+    print(f"signing key {key.public.id} written to {args.file} (mode 0600)")
+    print(f"its writers (topics create, controller run) read it from {SIGNING_KEY_ENV}={args.file}")
+    print(f"readers may pin it: {PUBLIC_KEY_ENV}={key.public.text()}")
+    return 0
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     ConnectionSettings.add_arguments(p)
     LayoutSettings.add_arguments(p, only=("prefix",))
@@ -398,3 +413,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _common(show)
     show.set_defaults(func=cmd_show)
+    keygen = add_command(
+        control,
+        "keygen",
+        "make the key that signs a control log",
+        "Write a new Ed25519 signing key to FILE (mode 0600; an existing file is never replaced) and "
+        "print its id and public key. Give its path to the log's writers in "
+        "BALLAST_CONTROL_SIGNING_KEY_FILE before `ballast topics create`: the genesis then names the key "
+        "and every reader skips a record it did not sign (docs/security.md).",
+    )
+    keygen.add_argument("file", metavar="FILE", help="where the private key goes (PEM, PKCS#8)")
+    keygen.set_defaults(func=cmd_keygen)

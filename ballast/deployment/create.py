@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient
 
 from ballast.control.genesis import Genesis, check_create
 from ballast.control.log import ControlLogReader
+from ballast.control.signing import SigningKey
 from ballast.control.state import initial_state
 from ballast.control.writer import ControlLogWriter
 from ballast.kafka.admin import ensure_topics, make_admin, partition_count
@@ -44,8 +45,12 @@ def create_deployment(
     admin: AdminClient | None = None,
     issuer: str = "ballast-topics-create",
     timeout: float = 30.0,
+    signing_key: SigningKey | None = None,
 ) -> Deployment:
     """Create (or verify) the layout's topics and give its control log a genesis; idempotent.
+
+    ``signing_key`` (default: ``BALLAST_CONTROL_SIGNING_KEY_FILE``'s) signs a new genesis, which
+    makes the log signed (:mod:`ballast.control.signing`).
 
     ``specs`` replaces the layout's topic declarations (a benchmark's routed topic with
     LogAppendTime, say); the genesis records the routed topic's partitions as created.
@@ -68,7 +73,7 @@ def create_deployment(
     if recorded is not None:
         check_create(recorded, control, routed, active_workers)
         return Deployment(topics, recorded, "exists")
-    writer = ControlLogWriter(kafka, control, issuer=issuer)
+    writer = ControlLogWriter(kafka, control, issuer=issuer, signing_key=signing_key)
     try:
         status, genesis = writer.write_genesis(routed, active_workers, timeout)
     finally:

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from ballast.avro.codec import AvroCodec
 from ballast.cli.connection import ConnectionSettings
+from ballast.control.signing import SIGNING_KEY_ENV, SigningKey
 from ballast.deployment.create import Deployment, create_deployment
 from ballast.devstack.processes import Progress, quiet, tail
 from ballast.devstack.services import (
@@ -86,7 +87,8 @@ class Pipeline:
 
     ``folder`` holds the services' folders and logs (a local stack folder, or any folder: the
     brokers may be elsewhere). Services get the layout's prefix, workers and input partitions, and
-    ``kafka``'s connection, as flags.
+    ``kafka``'s connection, as flags. ``signing_key``: a key file (made when missing) that signs the
+    control log (:mod:`ballast.control.signing`).
     """
 
     def __init__(
@@ -100,6 +102,7 @@ class Pipeline:
         issuer: str = "ballast-harness",
         progress: Progress = quiet,
         specs: Mapping[str, Any] | None = None,
+        signing_key: str | Path | None = None,
     ) -> None:
         self.kafka = kafka
         self.layout = layout
@@ -108,8 +111,17 @@ class Pipeline:
         self.state = StackState.load_or_new(self.folder)
         self.progress = progress
         self.deployment: Deployment | None = None
+        # a signed control log: the key file (made when missing) signs the genesis, and every service
+        # gets its path in the environment (the writers sign with it)
+        self.signing_env: dict[str, str] = {}
+        key = None
+        if signing_key is not None:
+            key, _made = SigningKey.load_or_create(signing_key)
+            self.signing_env = {SIGNING_KEY_ENV: str(Path(signing_key).resolve())}
         if create:
-            self.deployment = create_deployment(kafka, layout, active_workers, specs=specs, issuer=issuer)
+            self.deployment = create_deployment(
+                kafka, layout, active_workers, specs=specs, issuer=issuer, signing_key=key
+            )
         self.router_group = f"{layout.prefix}-routers"
         self._connection = ConnectionSettings.of(kafka, self.folder)
         self.started: list[str] = []  # the services this pipeline started (others in the folder are not ours)
@@ -134,7 +146,8 @@ class Pipeline:
     def command(self, name: str, kind: str, *args: str) -> ServiceCommand:
         """A service running ``ballast <args>`` with this pipeline's connection (flags and secrets)."""
         connection = self._connection.to_argv()
-        return ServiceCommand(name, kind, (*args, *connection), env=self._connection.secret_env())
+        env = {**self._connection.secret_env(), **self.signing_env}
+        return ServiceCommand(name, kind, (*args, *connection), env=env)
 
     def start(self, command: ServiceCommand, wait: bool = True, timeout: float = 300.0) -> ServiceState:
         """Start ``command``; with ``wait``, until it announced it is ready (or fail with its log)."""
@@ -258,7 +271,7 @@ class Pipeline:
     def run_command(self, *args: str, timeout: float = 300.0) -> str:
         """``ballast <args>`` with this pipeline's connection, to its end; its stdout (error: its stderr)."""
         argv = ballast_argv([*args, *self._connection.to_argv()])
-        env = {**os.environ, **self._connection.secret_env()}
+        env = {**os.environ, **self._connection.secret_env(), **self.signing_env}
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"`ballast {' '.join(args)}` exited {done.returncode}: {done.stderr.strip()}")

@@ -12,6 +12,15 @@ with the control topic's offset it has read up to, committed in its own consumer
 controller starts from that offset, reading from the latest snapshot at or before it, so a record
 is dead-lettered once across restarts and fencing.
 
+Why it also watches for foreign events (:meth:`ControlAudit.foreign`): on an unsigned log an event
+someone else appended is folded by every reader, and the controller's next event, numbered from
+its own state, would be a conflicting duplicate at that epoch, skipped by every reader. So before
+each transaction that appends, the controller reads its log to the end and refuses to write when
+the log went past its own last epoch, or when an event of its own was skipped as a duplicate
+(``run``: one line, exit 4). On a signed log a forged event is skipped by every reader and
+changes nothing, and a replayed record of its own is an identical duplicate: only the epoch check
+runs there (a second holder of the key could trip it).
+
 Without a controller running (a deployment driven by ``ballast control send`` alone) nothing is
 dead-lettered; the readers' warnings and counters still say what they skipped. A controller that
 never committed an offset (the first run on a log) audits from where its fold starts.
@@ -44,10 +53,14 @@ class ControlAudit:
         self.reader: ControlLogReader | None = None
         self._pending: dict[int, SkippedRecord] = {}
         self._start = -1  # the offset the followed reader started at
+        # an unsigned log's records skipped as an epoch already folded, not yet looked at
+        self.duplicates: list[SkippedRecord] = []
 
     def skipped_record(self, record: SkippedRecord) -> None:
         """A reader's ``on_skip``: owed a dead letter unless an earlier controller wrote it."""
         self.skipped[record.reason] += 1
+        if record.reason == "duplicate-epoch" and self.reader is not None and self.reader.signer is None:
+            self.duplicates = [*self.duplicates[-99:], record]
         if record.offset >= self.committed:
             self._pending[record.offset] = record
 
@@ -93,6 +106,30 @@ class ControlAudit:
             self.reader.poll(0.0)
         return len(self._pending)
 
+    def foreign(self, own_epoch: int, own_issuer: str, timeout: float = 10.0) -> str | None:
+        """Why the controller must not append now (None: it may): the log, read to its end, holds an
+        event past ``own_epoch`` it did not write, or skipped one of its own as a duplicate."""
+        reader = self.reader
+        if reader is None:
+            return None
+        if reader.signer is None:
+            reader.read_to_end(timeout)  # unsigned: anyone's event counts, so everything up to now
+        else:
+            reader.poll(0.0)
+        if reader.state.epoch > own_epoch:
+            return (
+                f"the log is at epoch {reader.state.epoch}, past this controller's {own_epoch}: "
+                f"an event it did not write"
+            )
+        duplicates, self.duplicates = self.duplicates, []
+        for record in duplicates:
+            if _issuer(record.value) == own_issuer:
+                return (
+                    f"its own event at offset {record.offset} was skipped by every reader ({record.detail}): "
+                    f"another event took that epoch first"
+                )
+        return None
+
     def before_commit(self) -> None:
         """Inside the controller's open transaction: the dead letters owed, and the offset read."""
         if self.reader is None:
@@ -113,3 +150,13 @@ class ControlAudit:
         if self.reader is not None:
             self.reader.close()
             self.reader = None
+
+
+def _issuer(value: bytes | None) -> str | None:
+    from ballast.avro.codec import AvroCodec
+    from ballast.control.state import CONTROL_SCHEMA
+
+    try:
+        return str(AvroCodec(CONTROL_SCHEMA).decode(value)["issuer"])
+    except Exception:
+        return None

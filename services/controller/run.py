@@ -22,12 +22,13 @@ from ballast.readiness import announce_ready
 from services.controller.config import ControllerSettings
 
 FENCED_EXIT = 3
+FOREIGN_EXIT = 4  # the log holds an event this controller did not write (services.controller.audit)
 log = logging.getLogger("services.controller")
 
 
 def run(kafka: KafkaConfig, layout: TopicLayout, settings: ControllerSettings, stop: threading.Event) -> int:
     """Lead (or stand by) until ``stop``; the exit code."""
-    from services.controller.service import Controller, Fenced
+    from services.controller.service import Controller, Fenced, ForeignEvent
 
     me = settings.resolved_id()
     if not settings.controller_id:
@@ -50,6 +51,9 @@ def run(kafka: KafkaConfig, layout: TopicLayout, settings: ControllerSettings, s
             while not stop.is_set():
                 controller.step()
             return 0
+        except ForeignEvent as exc:
+            print(f"controller {me}: {exc}", file=sys.stderr, flush=True)
+            return FOREIGN_EXIT
         except Fenced:
             print(
                 f"controller {me}: fenced: another controller instance took the control log over"

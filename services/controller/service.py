@@ -62,6 +62,11 @@ class Fenced(RuntimeError):
     """Another controller took the log over."""
 
 
+class ForeignEvent(RuntimeError):
+    """The log holds an event this controller did not write (audit.py): appending now would write a
+    conflicting epoch."""
+
+
 @dataclass
 class Tallies:
     """What the controller did since it started (status record, Prometheus)."""
@@ -266,6 +271,8 @@ class Controller:
                 self._end_interval()
             self._flush_own_events()
             self._audit_log()
+        except ForeignEvent:
+            raise
         except Exception as exc:
             if is_fenced(exc):
                 raise Fenced(str(exc)) from exc
@@ -282,6 +289,7 @@ class Controller:
             return
         batch = [decode_request(m.value(), m.key(), self.state.epoch) for m in msgs]
         batch = self._aged(msgs, batch)
+        self._refuse_foreign()
         self.link.begin()
         now = int(time.time() * 1000)
         for m, decoded in zip(msgs, batch, strict=True):
@@ -410,11 +418,28 @@ class Controller:
         if not self._pending_events:
             return
         assert self.link is not None and self.sequencer is not None
+        self._refuse_foreign()
         if self.sequencer.snapshot_due():
             self._pending_events.append(self.sequencer.snapshot(int(time.time() * 1000)))
         self.link.begin()
         self._append_own_events()
         self.link.commit()
+
+    def _refuse_foreign(self) -> None:
+        """Before a transaction that may append: the log holds nothing this controller did not
+        write (:meth:`~services.controller.audit.ControlAudit.foreign`)."""
+        assert self.sequencer is not None
+        if self.audit is None:  # not connected (a controller driven by hand)
+            return
+        own = self.sequencer.state.epoch - len(self._pending_events)
+        why = self.audit.foreign(own, self.id)
+        if why is not None:
+            raise ForeignEvent(
+                f"{self.layout.name('control')}: {why}. Refusing to append (it would write a "
+                f"conflicting epoch). Another writer appended under the fence (`ballast control send "
+                f"--direct`), or the log is unsigned and open to anyone who can write it "
+                f"(docs/security.md); restart the controller to fold the log as it stands"
+            )
 
     def _audit_log(self) -> None:
         """Dead letters for records on the log that are no event, in a transaction of their own

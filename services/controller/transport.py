@@ -15,6 +15,10 @@ Why no consumer group membership: leadership is the transactional fence, not a p
 assignment. Each instance assigns the requests topic's one partition itself and starts at the
 offset the group last committed (inside the previous leader's transactions).
 
+Why it signs: with ``BALLAST_CONTROL_SIGNING_KEY_FILE`` set, every event carries the key's
+signature (:mod:`ballast.control.signing`); the log's genesis says whether it must, and a
+controller without the key of a signed log refuses to start (:func:`~ballast.control.writer.check_signer`).
+
 Why a second, plain producer: :meth:`ControlLink.probe_clock` appends a clock probe to the requests
 topic and needs its acknowledgement at once, outside any transaction; the leader's stamp of it is
 "now" on the clock the requests' own stamps are on (:mod:`services.controller.request_age`).
@@ -31,8 +35,9 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from ballast.avro.codec import AvroCodec, CodecError
 from ballast.control.log import ControlLogReader, SkippedRecord
+from ballast.control.signing import SigningKey, VerifyKey, signing_key_from_env
 from ballast.control.state import CONTROL_SCHEMA, ControlState
-from ballast.control.writer import writer_transactional_id
+from ballast.control.writer import check_signer, signed, writer_transactional_id
 from ballast.kafka.checkpoint import Checkpoint, CheckpointError
 from ballast.kafka.clients import ConfiguredProducer, make_consumer, make_producer
 from ballast.kafka.configuration import KafkaConfig
@@ -78,8 +83,10 @@ class ControlLink:
         *,
         on_rewind: Callable[[], None],
         commit_timeout_s: float = 30.0,
+        signing_key: SigningKey | None = None,
     ) -> None:
         self.kafka = kafka
+        self.signing_key = signing_key if signing_key is not None else signing_key_from_env()
         self.layout = layout
         self.controller_id = controller_id
         self.control_topic = layout.name("control")
@@ -134,12 +141,15 @@ class ControlLink:
         reader = ControlLogReader(self.kafka, self.control_topic, initial, history=True, on_skip=on_skip)
         try:
             reader.read_to_end(timeout)
+            check_signer(self.control_topic, reader, self.signing_key)
         except BaseException:
             reader.close()
             raise
-        return reader.state, self._tail(remembered, timeout), reader
+        return reader.state, self._tail(remembered, timeout, reader.signer), reader
 
-    def _tail(self, count: int, timeout: float) -> list[dict[str, Any]]:
+    def _tail(self, count: int, timeout: float, signer: VerifyKey | None) -> list[dict[str, Any]]:
+        """The last ``count`` records' events (those ``signer`` signed, on a signed log: a forged
+        one must not answer a resend or resume a migration)."""
         consumer = make_consumer(
             self.kafka.with_client_id(f"{self.controller_id}-tail"),
             f"{self.layout.prefix}.controller-tail",
@@ -158,6 +168,10 @@ class ControlLink:
                     if m.error():
                         continue
                     position = m.offset() + 1
+                    if signer is not None and signer.check(
+                        self.control_topic, m.key(), m.value(), m.headers()
+                    ):
+                        continue  # the reader skipped it too (and the audit dead-letters it)
                     try:
                         events.append(self.events.decode(m.value()))
                     except CodecError as exc:  # the reader refuses such a log; here it is only memory
@@ -261,7 +275,9 @@ class ControlLink:
         """Events of the control log, in epoch order, into the open transaction."""
         for event in events:
             value = self.events.encode(event)
-            self.producer.produce(self.control_topic, value=value, key=str(event["epoch"]).encode())
+            key = str(event["epoch"]).encode()
+            headers = signed(self.signing_key, self.control_topic, key, value)
+            self.producer.produce(self.control_topic, value=value, key=key, headers=headers)
 
     def respond(self, response: Mapping[str, Any]) -> None:
         self.producer.produce(

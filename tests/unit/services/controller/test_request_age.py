@@ -183,6 +183,7 @@ def controller(link: FakeLink, broker: Broker) -> Controller:
     c.tallies = Tallies()
     c.migration = None
     c.link = link  # type: ignore[assignment]
+    c.audit = None  # no log followed: nothing foreign to look for
     c.sequencer = Sequencer(initial_state(4), "c1", RequestLimits(), request_ttl_ms=60_000)
     c._pending_events = []
     c._ages = broker.ages(60.0)

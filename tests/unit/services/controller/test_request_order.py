@@ -104,6 +104,7 @@ def controller(link: FakeLink) -> Controller:
     c.tallies = Tallies()
     c.migration = None
     c.link = link  # type: ignore[assignment]
+    c.audit = None  # no log followed: nothing foreign to look for
     c.sequencer = Sequencer(initial_state(WORKERS), "c1", RequestLimits())
     c._pending_events = []
     c._installs = []
