@@ -10,6 +10,10 @@ field, so they cannot drift apart, and ``--help`` lists every setting with its d
 Precedence is the usual one: flag, then environment, then default. A value that does not convert
 to the field's type is a :class:`SettingsError` (a user error: one line, exit code 2).
 
+A :class:`Secret` (a password) comes from the environment or a file: ``--x-file PATH`` /
+``X_FILE`` name a file holding it (a mounted secret); ``--x`` itself still works and warns, since
+a flag shows in ``ps``. Order: flag, its file, the variable, its file.
+
 Each group lives beside the concern it configures: the Kafka connection in
 ``ballast/cli/connection.py``, the topic layout in ``ballast/kafka/topics.py``, the local stack's
 JVMs in ``ballast/devstack/jvm.py``, a service's own knobs next to its code
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
@@ -28,6 +33,27 @@ from typing import Any, ClassVar, Self, get_type_hints
 
 class SettingsError(ValueError):
     """A setting's value is invalid (wrong type, out of range); the message names flag and env var."""
+
+
+def _say(line: str) -> None:
+    print(f"ballast: {line}", file=sys.stderr, flush=True)
+
+
+def _secret_file(
+    cls: type[Settings], name: str, args: argparse.Namespace | None, env: Mapping[str, str]
+) -> tuple[str | None, str]:
+    """A secret read from the file its ``--x-file`` flag (``args``) or ``X_FILE`` variable names:
+    (the value without its trailing newline, where it came from), or (None, "") when none is named."""
+    if args is not None:
+        path, source = getattr(args, f"{name}_file", None), f"{cls.flag_name(name)}-file"
+    else:
+        path, source = env.get(f"{cls.env_name(name)}_FILE"), f"{cls.env_name(name)}_FILE"
+    if not path:
+        return None, ""
+    try:
+        return Path(path).read_text().rstrip("\r\n"), source
+    except OSError as exc:
+        raise SettingsError(f"{source}: cannot read {path}: {exc.strerror}") from None
 
 
 class Secret(str):
@@ -154,7 +180,11 @@ class Settings:
             if shown == "" or shown is None:
                 shown = "none"
             if kind is Secret:
-                shown = "none; prefer the environment variable: a flag shows in `ps`"
+                shown = "none; a flag shows in `ps` (warned): prefer the environment or a file"
+                parser.add_argument(
+                    f"{flag}-file", dest=f"{f.name}_file", default=None, metavar="PATH",
+                    help=f"file holding the {meta['help']} (env {env}_FILE)",
+                )  # fmt: skip
             help_text = f"{meta['help']} (default: {shown}; env {env})".replace("%", "%%")
             if kind is bool:
                 parser.add_argument(
@@ -189,9 +219,17 @@ class Settings:
                 continue
             raw = getattr(args, f.name, None) if args is not None else None
             source = cls.flag_name(f.name)
+            if raw is not None and kind is Secret:
+                env_name = cls.env_name(f.name)
+                _say(f"warning: {source} shows in `ps` to every user of this host; give it in "
+                     f"{env_name} or a file ({source}-file, {env_name}_FILE)")  # fmt: skip
+            if raw is None and kind is Secret:
+                raw, source = _secret_file(cls, f.name, args, env)
             if raw is None and cls.env_name(f.name) in env:
                 raw = env[cls.env_name(f.name)]
                 source = cls.env_name(f.name)
+            if raw is None and kind is Secret:
+                raw, source = _secret_file(cls, f.name, None, env)
             if raw is None:
                 continue
             try:

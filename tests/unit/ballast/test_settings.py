@@ -160,3 +160,33 @@ def test_to_argv_gives_the_same_settings_back():
         parser = argparse.ArgumentParser()
         type(settings).add_arguments(parser)
         assert type(settings).from_args(parser.parse_args(settings.to_argv()), env={}) == settings
+
+
+def test_a_secret_comes_from_a_file_or_the_environment_and_a_flag_warns(tmp_path, capsys):
+    """Issue 28, item 4: a password on the command line shows in `ps`."""
+    secret = tmp_path / "sasl"
+    secret.write_text("from-a-file\n")
+    sasl = {
+        "BALLAST_SECURITY_PROTOCOL": "SASL_SSL",
+        "BALLAST_SASL_MECHANISM": "SCRAM-SHA-512",
+        "BALLAST_SASL_USERNAME": "router",
+    }
+    env = {**sasl, "BALLAST_SASL_PASSWORD": "from-env"}
+    assert (
+        parse([], {**sasl, "BALLAST_SASL_PASSWORD_FILE": str(secret)}, ConnectionSettings).sasl_password
+        == "from-a-file"
+    )
+    assert (
+        parse(["--sasl-password-file", str(secret)], env, ConnectionSettings).sasl_password == "from-a-file"
+    )
+    assert (
+        parse([], {**env, "BALLAST_SASL_PASSWORD_FILE": str(secret)}, ConnectionSettings).sasl_password
+        == "from-env"
+    )
+    assert capsys.readouterr().err == ""
+    got = parse(["--sasl-password", "on-the-line"], env, ConnectionSettings)
+    assert got.sasl_password == "on-the-line" and repr(got.sasl_password) == "'***'"
+    warned = capsys.readouterr().err
+    assert "--sasl-password shows in `ps`" in warned and "on-the-line" not in warned
+    with pytest.raises(SettingsError, match="BALLAST_SSL_KEY_PASSWORD_FILE: cannot read"):
+        parse([], {"BALLAST_SSL_KEY_PASSWORD_FILE": str(tmp_path / "missing")}, ConnectionSettings)
