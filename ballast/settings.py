@@ -153,6 +153,16 @@ class Settings:
         raise KeyError(name)
 
     @classmethod
+    def env_names(cls) -> list[str]:
+        """Every environment variable the group reads (a secret's ``_FILE`` variable too)."""
+        names = []
+        for f, _meta, kind in cls._settings():
+            names.append(cls.env_name(f.name))
+            if kind is Secret:
+                names.append(f"{cls.env_name(f.name)}_FILE")
+        return names
+
+    @classmethod
     def flag_name(cls, name: str) -> str:
         for f, meta, _ in cls._settings():
             if f.name == name:

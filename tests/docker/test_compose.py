@@ -107,7 +107,7 @@ def help_env_names(words: tuple[str, ...]) -> set[str]:
 
 
 def env_names(*groups: type[Settings]) -> set[str]:
-    return {group.env_name(name) for group in groups for name in group().as_dict()}
+    return {name for group in groups for name in group.env_names()}
 
 
 def published(service: dict[str, Any]) -> list[tuple[str, int, int]]:
