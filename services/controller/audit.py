@@ -123,12 +123,18 @@ class ControlAudit:
             )
         duplicates, self.duplicates = self.duplicates, []
         for record in duplicates:
-            if _issuer(record.value) == own_issuer:
+            if self._issuer(record.value) == own_issuer:
                 return (
                     f"its own event at offset {record.offset} was skipped by every reader ({record.detail}): "
                     f"another event took that epoch first"
                 )
         return None
+
+    def _issuer(self, value: bytes | None) -> str | None:
+        try:
+            return str(self.link.events.decode(value)["issuer"])
+        except Exception:  # a record skipped as a duplicate decoded once; anything else is not ours
+            return None
 
     def before_commit(self) -> None:
         """Inside the controller's open transaction: the dead letters owed, and the offset read."""
@@ -150,13 +156,3 @@ class ControlAudit:
         if self.reader is not None:
             self.reader.close()
             self.reader = None
-
-
-def _issuer(value: bytes | None) -> str | None:
-    from ballast.avro.codec import AvroCodec
-    from ballast.control.state import CONTROL_SCHEMA
-
-    try:
-        return str(AvroCodec(CONTROL_SCHEMA).decode(value)["issuer"])
-    except Exception:
-        return None

@@ -271,8 +271,6 @@ class Controller:
                 self._end_interval()
             self._flush_own_events()
             self._audit_log()
-        except ForeignEvent:
-            raise
         except Exception as exc:
             if is_fenced(exc):
                 raise Fenced(str(exc)) from exc
