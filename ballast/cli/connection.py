@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ballast.devstack.processes import pid_alive
+from ballast.devstack.security import ADMIN_USER, stack_connection
 from ballast.devstack.state import StackError, StackState
 from ballast.kafka.admin import BrokerUnreachable, require_broker
 from ballast.kafka.configuration import (
@@ -68,6 +69,9 @@ class ConnectionSettings(Settings):
             return DEFAULT_BOOTSTRAP
 
     def connection(self) -> KafkaConnection:
+        stack_admin = self._stack_admin()
+        if stack_admin is not None:
+            return stack_admin
         return KafkaConnection(
             bootstrap_servers=self.bootstrap_servers(),
             security_protocol=self.security_protocol,
@@ -79,6 +83,21 @@ class ConnectionSettings(Settings):
             ssl_key_location=self.ssl_key_location,
             ssl_key_password=self.ssl_key_password,
         )
+
+    def _stack_admin(self) -> KafkaConnection | None:
+        """A secured local stack's admin, when the address comes from its folder and no security is
+        given: its folder holds the admin's password (mode 0600), as a kubeconfig holds a cluster's
+        admin credentials. A service the stack starts is given its own user instead."""
+        given = self.security_protocol != "PLAINTEXT" or self.sasl_username or self.ssl_ca_location
+        if self.bootstrap or given:
+            return None
+        try:
+            stack = StackState.load(self.state_dir)
+        except StackError:
+            return None
+        if stack.security is None or not stack.nodes:
+            return None
+        return stack_connection(stack, ADMIN_USER)
 
     def kafka_config(self, client_id: str = "ballast") -> KafkaConfig:
         return KafkaConfig(self.connection(), client_id)

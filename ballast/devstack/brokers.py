@@ -24,7 +24,8 @@ from ballast.devstack.processes import (
     stop_pid,
     tail,
 )
-from ballast.devstack.state import NodeState, StackError, StackState
+from ballast.devstack.security import ADMIN_USER, BROKER_PRINCIPAL
+from ballast.devstack.state import NodeState, SecurityState, StackError, StackState
 from ballast.paths import DEPLOY_DIR, classpath
 from ballast.waiting import WaitTimeout, wait_until
 
@@ -41,7 +42,9 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
-def plan_nodes(state_dir: Path, brokers: int, ports: list[int] | None) -> list[NodeState]:
+def plan_nodes(
+    state_dir: Path, brokers: int, ports: list[int] | None, secure: bool = False
+) -> list[NodeState]:
     if brokers not in (1, 3):
         raise ValueError("--brokers must be 1 or 3")
     if ports is not None and len(ports) != brokers:
@@ -59,23 +62,55 @@ def plan_nodes(state_dir: Path, brokers: int, ports: list[int] | None) -> list[N
                 data_dir=str(node_dir / "data"),
                 config=str(node_dir / "server.properties"),
                 log=str(node_dir / "broker.log"),
+                internal_port=free_port() if secure else 0,
             )
         )
     return nodes
 
 
-def write_broker_config(node: NodeState, voters: str, replication: int) -> None:
+def write_broker_config(
+    node: NodeState, voters: str, replication: int, security: SecurityState | None = None
+) -> None:
+    """The node's server.properties: PLAINTEXT listeners, or a secured stack's three (see
+    :mod:`ballast.devstack.security`) with the security fragment appended."""
+    here = "127.0.0.1"
+    if security is None:
+        listeners = {
+            "listeners": f"PLAINTEXT://{here}:{node.port},CONTROLLER://{here}:{node.controller_port}",
+            "advertised_listeners": f"PLAINTEXT://{here}:{node.port}",
+            "inter_broker_listener": "PLAINTEXT",
+            "protocol_map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        }
+    else:
+        listeners = {
+            "listeners": f"CLIENT://{here}:{node.port},INTERNAL://{here}:{node.internal_port},"
+            f"CONTROLLER://{here}:{node.controller_port}",
+            "advertised_listeners": f"CLIENT://{here}:{node.port},INTERNAL://{here}:{node.internal_port}",
+            "inter_broker_listener": "INTERNAL",
+            "protocol_map": "CLIENT:SASL_SSL,INTERNAL:SSL,CONTROLLER:SSL",
+        }
     render_template(
         DEPLOY_DIR / "kafka" / "server.properties.tmpl",
         Path(node.config),
         node_id=node.node_id,
         voters=voters,
-        port=node.port,
-        controller_port=node.controller_port,
         data_dir=node.data_dir,
         replication=replication,
         min_isr=2 if replication >= 3 else 1,
+        **listeners,
     )
+    if security is not None:
+        fragment = Path(node.config).with_suffix(".security")
+        render_template(
+            DEPLOY_DIR / "kafka" / "security.properties.tmpl",
+            fragment,
+            keystore=security.broker_keystore,
+            truststore=security.ca,
+            super_users=f"User:{ADMIN_USER};{BROKER_PRINCIPAL}",
+        )
+        with open(node.config, "a") as config:
+            config.write(fragment.read_text())
+        fragment.unlink()
 
 
 def format_storage(
@@ -122,13 +157,17 @@ def wait_for_cluster(
     timeout: float = 120.0,
     logs: list[str] | None = None,
     progress: Progress = quiet,
+    conf: dict[str, object] | None = None,
 ) -> None:
-    """Block until ``brokers`` brokers answer a metadata request (and a controller is elected)."""
+    """Block until ``brokers`` brokers answer a metadata request (and a controller is elected).
+
+    ``conf``: the client properties to ask with (a secured stack's brokers' own identity); default
+    a PLAINTEXT client of ``bootstrap``.
+    """
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient(
-        {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 2000, "log_level": 0}
-    )
+    conf = conf or {"bootstrap.servers": bootstrap}
+    admin = AdminClient(conf | {"socket.connection.setup.timeout.ms": 2000, "log_level": 0})
     last = ["no answer"]
     progress(f"waiting for the cluster at {bootstrap}…")
     tick = Ticker("waiting for the cluster", progress)

@@ -24,13 +24,14 @@ from ballast.devstack.connect import count_lines, file_source_config, load_file,
 from ballast.devstack.jvm import StackSettings
 from ballast.devstack.pipeline import PipelineSettings, start_pipeline
 from ballast.devstack.processes import pid_alive
+from ballast.devstack.security import stack_admin
 from ballast.devstack.services import is_running
 from ballast.devstack.spark_cluster import SparkSettings, spark_running, workers_text
 from ballast.devstack.stack import running_stack, stack_status, start_stack, stop_stack
 from ballast.devstack.state import StackError, StackState
 from ballast.kafka.admin import make_admin, partition_count
 from ballast.kafka.reading import records_written
-from ballast.kafka.topics import LayoutSettings
+from ballast.kafka.topics import LayoutSettings, TopicLayout
 from ballast.settings import Settings, setting
 from ballast.waiting import wait_until
 
@@ -54,6 +55,11 @@ class StackUpSettings(Settings):
     spark: bool = setting(False, "also start a Spark standalone master and workers (loopback)")
     spark_workers: int = setting(2, "Spark workers started with --spark", minimum=1)
     timeout: float = setting(180.0, "seconds to wait for brokers (and Connect, Spark) to answer", minimum=1)
+    secure: bool = setting(
+        False,
+        "SASL_SSL (SCRAM-SHA-512) for clients, TLS between brokers, ACLs enforced: a user per service, "
+        "passwords in <state-dir>/security, the prefix's ACLs applied (docs/security.md)",
+    )
 
 
 def cmd_stack_up(args: argparse.Namespace) -> int:
@@ -94,7 +100,10 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
         spark=up.spark,
         spark_workers=up.spark_workers,
         spark_settings=SparkSettings.from_args(args),
+        secure=up.secure,
     )
+    if state.security is not None:
+        grant_stack(state, layout.layout())
     if pipeline.pipeline:
         start_pipeline(state, layout, pipeline, say)
     print(
@@ -102,6 +111,20 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
     )
     _print_services(state)
     return 0
+
+
+def grant_stack(state: StackState, layout: TopicLayout) -> None:
+    """A secured stack's ACLs for ``layout``'s prefix, applied as its admin (idempotent)."""
+    from ballast.deployment.acls import Principals
+    from ballast.deployment.create import grant_deployment
+
+    admin = stack_admin(state, "ballast-stack")
+    created, present = grant_deployment(admin, layout, Principals())
+    say(f"ACLs of prefix {layout.prefix!r}: {created} created, {present} already present")
+    say(
+        f"secured: SASL_SSL {state.security.mechanism} on {state.bootstrap}; CA and passwords in "  # type: ignore[union-attr]
+        f"{state.security.folder} (commands given --state-dir connect as admin)"  # type: ignore[union-attr]
+    )
 
 
 def _print_services(state: StackState) -> None:

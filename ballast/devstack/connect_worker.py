@@ -7,13 +7,45 @@ Why apart from :mod:`ballast.devstack.connect`: that module talks to a running w
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ballast.devstack.connect import wait_for_connect
 from ballast.devstack.jvm import StackSettings, launch_java
 from ballast.devstack.processes import Progress, free_port, pid_alive, quiet, render_template
+from ballast.devstack.security import stack_admin, stack_connection
 from ballast.devstack.state import ConnectState, StackState
 from ballast.paths import DEPLOY_DIR, classpath
+
+CONNECT_USER = "connect"
+CONNECT_GROUP = "ballast-connect"  # the template's group.id and topic names
+CONNECT_TOPIC_PREFIX = "ballast-connect-"
+WORKER_CLIENTS = ("", "producer.", "consumer.", "admin.")  # the worker's own, and its connectors'
+
+
+def _secure_worker(state: StackState, config: Path) -> None:
+    """The worker, and the clients it makes for connectors, connect as the stack's connect user.
+
+    The password goes into the config file (mode 0600), which Connect reads, never a command line;
+    the worker's group and topics are granted first (:func:`~ballast.deployment.acls.connect_worker_acls`).
+    """
+    from ballast.deployment.acls import connect_worker_acls
+    from ballast.kafka.acls import create_acls
+    from ballast.kafka.admin import make_admin
+
+    props = stack_connection(state, CONNECT_USER).java()
+    props.pop("bootstrap.servers")
+    lines = [
+        f"{prefix}{key}={str(value).replace(chr(92), chr(92) * 2)}"  # a properties file's escapes
+        for prefix in WORKER_CLIENTS
+        for key, value in props.items()
+    ]
+    os.chmod(config, 0o600)
+    with open(config, "a") as out:
+        out.write("\n# The stack is secured: every client of the worker is its connect user\n")
+        out.write("\n".join(lines) + "\n")
+    rules = connect_worker_acls(f"User:{CONNECT_USER}", CONNECT_GROUP, CONNECT_TOPIC_PREFIX)
+    create_acls(make_admin(stack_admin(state, "ballast-stack")), rules)
 
 
 def start_connect(
@@ -39,6 +71,8 @@ def start_connect(
         rest_port=cs.rest_port,
         replication=state.replication,
     )
+    if state.security is not None:
+        _secure_worker(state, Path(cs.config))
     if pid_alive(cs.pid, state.state_dir):
         progress(f"Kafka Connect already running at {cs.url} (pid {cs.pid})")
     else:

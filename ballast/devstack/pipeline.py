@@ -21,6 +21,7 @@ from typing import ClassVar
 
 from ballast.deployment.create import create_deployment
 from ballast.devstack.processes import Progress, quiet
+from ballast.devstack.security import service_env, stack_admin
 from ballast.devstack.services import (
     ServiceCommand,
     is_running,
@@ -30,7 +31,6 @@ from ballast.devstack.services import (
 )
 from ballast.devstack.spark_cluster import spark_running
 from ballast.devstack.state import ServiceState, StackError, StackState
-from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import LayoutSettings
 from ballast.settings import Settings, setting
 
@@ -71,6 +71,7 @@ def pipeline_commands(
             router_name(i),
             "router",
             ("router", "run", "--router-id", f"{layout.prefix}-{router_name(i)}", *layout_args),
+            env=service_env(state, "router"),
         )
         for i in range(1, settings.routers + 1)
     ]
@@ -92,10 +93,10 @@ def pipeline_commands(
                 "--driver-log",
                 str(folder / "driver.log"),
             )
-            commands.append(ServiceCommand(REDUCE, "reduce", (*args, *job)))
+            commands.append(ServiceCommand(REDUCE, "reduce", (*args, *job), env=service_env(state, "reduce")))
         else:
             args = ("reduce", "run", "--local-cores", str(settings.reduce_cores))
-            commands.append(ServiceCommand(REDUCE, "reduce", (*args, *job)))
+            commands.append(ServiceCommand(REDUCE, "reduce", (*args, *job), env=service_env(state, "reduce")))
     return commands
 
 
@@ -105,7 +106,7 @@ def start_pipeline(
     """Topics and genesis (idempotent), then every service not running yet, each waited for."""
     if not state.nodes:
         raise StackError("the pipeline needs brokers: start them first")
-    kafka = KafkaConfig.plaintext(state.bootstrap, "ballast-stack")
+    kafka = stack_admin(state, "ballast-stack")
     created = create_deployment(kafka, layout.layout(), layout.active_workers)
     progress(
         f"topics of prefix {layout.prefix!r}: genesis {created.genesis_status} ({created.genesis.describe()})"

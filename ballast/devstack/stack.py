@@ -31,6 +31,7 @@ from ballast.devstack.brokers import (
 from ballast.devstack.connect_worker import start_connect
 from ballast.devstack.jvm import StackSettings
 from ballast.devstack.processes import Progress, pid_alive, port_open, quiet, stop_pid
+from ballast.devstack.security import create_users, make_security
 from ballast.devstack.services import service_status, stop_services
 from ballast.devstack.spark_cluster import SparkSettings, spark_status, start_spark, stop_spark
 from ballast.devstack.state import StackError, StackState
@@ -49,29 +50,38 @@ def start_stack(
     spark: bool = False,
     spark_workers: int = 2,
     spark_settings: SparkSettings | None = None,
+    secure: bool = False,
 ) -> StackState:
     """Format (first time only) and start a KRaft cluster, optionally with Connect and Spark; idempotent.
 
     An existing, running stack in ``state_dir`` is reused, and what it lacks of the request (Connect,
     Spark) is added; a recorded but stopped one is restarted with its data. ``progress`` receives one
-    line per step ("starting broker 1 on …").
+    line per step ("starting broker 1 on …"). ``secure``: SASL_SSL for clients, a SCRAM user per
+    service, ACLs enforced (:mod:`ballast.devstack.security`); a folder keeps the mode it was made in.
     """
     settings = settings or StackSettings()
     state_dir = Path(state_dir).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     state = StackState.load_or_new(state_dir)
     if not state.nodes:  # a new folder, or one that so far ran only Spark or services
-        state.nodes = plan_nodes(state_dir, brokers, ports)
+        state.nodes = plan_nodes(state_dir, brokers, ports, secure)
         state.cluster_id = new_cluster_id()
+        state.security = make_security(state_dir) if secure else None
     elif len(state.nodes) != brokers:
         raise StackError(
             f"{state_dir} holds a {len(state.nodes)}-broker stack; stop it and remove the folder "
             f"(`ballast stack down --purge`) to start one with {brokers}"
         )
+    elif secure != (state.security is not None):
+        held, asked = ("a secured", "an open") if state.security else ("an open", "a secured")
+        raise StackError(
+            f"{state_dir} holds {held} stack; stop it and remove the folder "
+            f"(`ballast stack down --purge`) to start {asked} one"
+        )
     voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in state.nodes)
     cp = classpath("kafka")
     for node in state.nodes:
-        write_broker_config(node, voters, state.replication)
+        write_broker_config(node, voters, state.replication, state.security)
     state.save()
     format_storage(state.nodes, state.cluster_id, cp, settings.java, progress)
     for node in state.nodes:
@@ -79,7 +89,11 @@ def start_stack(
             raise StackError(f"port {node.port} is taken by another process; choose other ports")
         start_node(state, node.node_id, settings, progress)
     logs = [n.log for n in state.nodes]
-    wait_for_cluster(state.bootstrap, brokers, timeout=timeout, logs=logs, progress=progress)
+    internal = state.security.internal_conf(state.internal_bootstrap) if state.security else None
+    wait_for_cluster(state.bootstrap, brokers, timeout=timeout, logs=logs, progress=progress, conf=internal)
+    if state.security is not None:
+        progress(f"creating the SCRAM users ({', '.join(state.security.users)})…")
+        create_users(state.security, state.internal_bootstrap, timeout=timeout)
     if connect:
         start_connect(state, rest_port=connect_port, timeout=timeout, settings=settings, progress=progress)
     if spark:

@@ -29,10 +29,15 @@ class NodeState:
     config: str
     log: str
     pid: int | None = None
+    internal_port: int = 0  # a secured stack's broker-to-broker (mTLS) listener; 0: none
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def internal_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.internal_port}"
 
 
 @dataclass
@@ -133,6 +138,40 @@ class ServiceState:
     exit_code: int | None = None  # when the supervisor saw it end
 
 
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+
+
+@dataclass
+class SecurityState:
+    """Where a secured stack keeps its material (recorded in ``stack.json``; no secret in it)."""
+
+    folder: str
+    ca: str  # PEM certificate of the CA: every client's truststore
+    broker_cert: str
+    broker_key: str
+    broker_keystore: str  # key and certificate chain in one PEM file, as Kafka's PEM keystore reads it
+    users: list[str] = field(default_factory=list)
+    mechanism: str = SCRAM_MECHANISM
+
+    def password_file(self, user: str) -> str:
+        if user not in self.users:
+            raise KeyError(f"no user {user!r} in this stack (users: {', '.join(self.users)})")
+        return str(Path(self.folder) / f"{user}.password")
+
+    def password(self, user: str) -> str:
+        return Path(self.password_file(user)).read_text().strip()
+
+    def internal_conf(self, bootstrap: str) -> dict[str, Any]:
+        """librdkafka properties of the brokers' own identity on the ``INTERNAL`` (mTLS) listener."""
+        return {
+            "bootstrap.servers": bootstrap,
+            "security.protocol": "SSL",
+            "ssl.ca.location": self.ca,
+            "ssl.certificate.location": self.broker_cert,
+            "ssl.key.location": self.broker_key,
+        }
+
+
 @dataclass
 class StackState:
     state_dir: str
@@ -141,10 +180,16 @@ class StackState:
     connect: ConnectState | None = None
     spark: SparkState | None = None
     services: list[ServiceState] = field(default_factory=list)
+    security: SecurityState | None = None  # a secured stack's CA, certificate and users
 
     @property
     def bootstrap(self) -> str:
         return ",".join(n.bootstrap for n in self.nodes)
+
+    @property
+    def internal_bootstrap(self) -> str:
+        """The brokers' own (mTLS) listeners of a secured stack."""
+        return ",".join(n.internal_bootstrap for n in self.nodes)
 
     @property
     def replication(self) -> int:
@@ -177,7 +222,9 @@ class StackState:
         connect = raw.pop("connect")
         spark = raw.pop("spark", None)  # absent in folders written before Spark was part of the stack
         services = [ServiceState(**s) for s in raw.pop("services", [])]
+        security = raw.pop("security", None)
         return cls(
+            security=SecurityState(**security) if security else None,
             nodes=nodes,
             connect=ConnectState(**connect) if connect else None,
             spark=SparkState.from_dict(spark) if spark else None,
