@@ -22,6 +22,8 @@ from ballast.control.log import ControlLogReader
 from ballast.control.signing import SigningKey
 from ballast.control.state import initial_state
 from ballast.control.writer import ControlLogWriter
+from ballast.deployment.acls import Principals, deployment_acls, missing_rules
+from ballast.kafka.acls import create_acls, list_acls
 from ballast.kafka.admin import ensure_topics, make_admin, partition_count
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout, TopicSpec
@@ -79,3 +81,17 @@ def create_deployment(
     finally:
         writer.close()
     return Deployment(topics, genesis, status)
+
+
+def grant_deployment(
+    kafka: KafkaConfig, layout: TopicLayout, principals: Principals, admin: AdminClient | None = None
+) -> tuple[int, int]:
+    """Create the deployment's missing ACLs (:mod:`ballast.deployment.acls`); (created, present).
+
+    Raises :class:`~ballast.kafka.acls.AuthorizerMissing` on a cluster without an authorizer.
+    """
+    admin = admin or make_admin(kafka)
+    rules = deployment_acls(layout, principals)
+    missing = missing_rules(rules, list_acls(admin))
+    create_acls(admin, missing)
+    return len(missing), len(rules) - len(missing)
