@@ -4,12 +4,18 @@ names and clients (the Quix Streams pattern: uuid topics keep tests independent 
 Tests that need executors share one Spark standalone cluster (``spark_cluster``), started the same
 way on first use.
 
+``--secure-stack`` (or ``BALLAST_TEST_SECURE_STACK=1``) runs the session's broker as ``ballast stack
+up --secure`` does (SASL_SSL, SCRAM users, ACLs enforced); ``kafka_config`` is then its admin (a
+super-user), so tests that build their clients from it run unchanged. Tests of the secured
+pipeline use ``secure_stack``: that same broker, or one of their own when the session's is open.
+
 Tests are marked by folder: tests/unit -> ``unit``, tests/integration -> ``integration``,
 tests/e2e -> ``e2e``, tests/docker -> ``docker`` (applied in ``pytest_collection_modifyitems``).
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +25,16 @@ import pytest
 from ballast.kafka.configuration import KafkaConfig
 
 FOLDER_MARKS = {"unit": "unit", "integration": "integration", "e2e": "e2e", "docker": "docker"}
+SECURE_ENV = "BALLAST_TEST_SECURE_STACK"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--secure-stack",
+        action="store_true",
+        default=os.environ.get(SECURE_ENV, "") not in ("", "0"),
+        help=f"run the session's broker secured (SASL_SSL, SCRAM, ACLs); also {SECURE_ENV}=1",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's own -m filter, which reads these marks
@@ -30,18 +46,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(getattr(pytest.mark, mark))
 
 
-@pytest.fixture(scope="session")
-def kafka_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """One real single-node KRaft broker for the whole session, stopped at the end."""
+def _started_stack(tmp_path_factory: pytest.TempPathFactory, name: str, secure: bool) -> Iterator[object]:
     from ballast.devstack.jvm import StackSettings
     from ballast.devstack.stack import start_stack, stop_stack
 
-    state_dir = tmp_path_factory.mktemp("stack")
-    state = start_stack(state_dir, brokers=1, settings=StackSettings.from_args())  # BALLAST_BROKER_HEAP …
+    state_dir = tmp_path_factory.mktemp(name)
+    settings = StackSettings.from_args()  # BALLAST_BROKER_HEAP …
+    state = start_stack(state_dir, brokers=1, settings=settings, secure=secure)
     try:
         yield state
     finally:
         stop_stack(state_dir)
+
+
+@pytest.fixture(scope="session")
+def kafka_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One real single-node KRaft broker for the whole session, stopped at the end."""
+    yield from _started_stack(tmp_path_factory, "stack", request.config.getoption("--secure-stack"))
+
+
+@pytest.fixture(scope="session")
+def secure_stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[object]:
+    """A secured single-node stack: the session's when it is secured, else one of its own."""
+    if request.config.getoption("--secure-stack"):
+        yield request.getfixturevalue("kafka_stack")
+        return
+    yield from _started_stack(tmp_path_factory, "secure-stack", True)
 
 
 @pytest.fixture(scope="session")
@@ -70,8 +102,10 @@ def bootstrap(kafka_stack) -> str:
 
 
 @pytest.fixture(scope="session")
-def kafka_config(bootstrap: str) -> KafkaConfig:
-    return KafkaConfig.plaintext(bootstrap, "ballast-tests")
+def kafka_config(kafka_stack) -> KafkaConfig:
+    from ballast.devstack.security import stack_admin
+
+    return stack_admin(kafka_stack, "ballast-tests")
 
 
 @pytest.fixture(scope="session")

@@ -88,7 +88,9 @@ class Pipeline:
     ``folder`` holds the services' folders and logs (a local stack folder, or any folder: the
     brokers may be elsewhere). Services get the layout's prefix, workers and input partitions, and
     ``kafka``'s connection, as flags. ``signing_key``: a key file (made when missing) that signs the
-    control log (:mod:`ballast.control.signing`).
+    control log (:mod:`ballast.control.signing`). ``service_kafka``: the connection of each service
+    kind ("router", "reduce", …) when it is not ``kafka``'s, as on a secured cluster where each kind
+    is its own principal; ``kafka`` is then the operator's (topics, genesis, one-shot commands).
     """
 
     def __init__(
@@ -103,6 +105,7 @@ class Pipeline:
         progress: Progress = quiet,
         specs: Mapping[str, Any] | None = None,
         signing_key: str | Path | None = None,
+        service_kafka: Mapping[str, KafkaConfig] | None = None,
     ) -> None:
         self.kafka = kafka
         self.layout = layout
@@ -124,6 +127,9 @@ class Pipeline:
             )
         self.router_group = f"{layout.prefix}-routers"
         self._connection = ConnectionSettings.of(kafka, self.folder)
+        self._service_connections = {
+            kind: ConnectionSettings.of(cfg, self.folder) for kind, cfg in (service_kafka or {}).items()
+        }
         self.started: list[str] = []  # the services this pipeline started (others in the folder are not ours)
         self._producer: Any = None
         self._offsets: GroupOffsets | None = None
@@ -144,9 +150,10 @@ class Pipeline:
         ]
 
     def command(self, name: str, kind: str, *args: str) -> ServiceCommand:
-        """A service running ``ballast <args>`` with this pipeline's connection (flags and secrets)."""
-        connection = self._connection.to_argv()
-        env = {**self._connection.secret_env(), **self.signing_env}
+        """A service running ``ballast <args>`` with its kind's connection (flags and secrets)."""
+        settings = self._service_connections.get(kind, self._connection)
+        connection = settings.to_argv()
+        env = {**settings.secret_env(), **self.signing_env}
         return ServiceCommand(name, kind, (*args, *connection), env=env)
 
     def start(self, command: ServiceCommand, wait: bool = True, timeout: float = 300.0) -> ServiceState:

@@ -29,12 +29,24 @@ class DemoRun:
     """``ballast`` (the loop and shedding on) or ``hash`` (both off) on a deployment of its own."""
 
     def __init__(
-        self, name: str, s: DemoSettings, kafka: KafkaConfig, folder: Path, layout: TopicLayout
+        self,
+        name: str,
+        s: DemoSettings,
+        kafka: KafkaConfig,
+        folder: Path,
+        layout: TopicLayout,
+        service_kafka: dict[str, KafkaConfig] | None = None,
     ) -> None:
+        """``service_kafka``: each service kind's connection on a secured stack (else ``kafka``'s)."""
         self.name, self.s, self.kafka = name, s, kafka
         self.layout = layout
         self.rebalance = self.shedding = name == "ballast"
-        self.pipe = Pipeline(kafka, layout, folder, issuer=f"ballast-demo-{name}")
+        # the control log is signed (docs/security.md): the key is the run's, in the stack folder
+        key = folder / "demo-keys" / f"{layout.prefix}.pem"
+        key.parent.mkdir(parents=True, exist_ok=True)
+        self.pipe = Pipeline(
+            kafka, layout, folder, issuer=f"ballast-demo-{name}", signing_key=key, service_kafka=service_kafka
+        )
         self.job = f"{layout.prefix}-reduce"
         self.input_topic = layout.name("input")
         self.services: list[str] = []

@@ -38,8 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from ballast.cli.connection import ConnectionSettings
+from ballast.deployment.acls import Principals
+from ballast.deployment.create import grant_deployment
 from ballast.devstack.connect import load_file
 from ballast.devstack.jvm import StackSettings
+from ballast.devstack.security import service_configs, stack_admin
 from ballast.devstack.services import stack_processes
 from ballast.devstack.stack import running_stack, start_stack, stop_stack
 from ballast.harness.events import Events
@@ -75,6 +78,7 @@ def run_demo(s: DemoSettings, connection: ConnectionSettings, layout: LayoutSett
     stack_dir = Path(connection.state_dir).resolve()
     started = created = False
     runs: list[DemoRun] = []
+    service_kafka: dict[str, KafkaConfig] = {}  # each service kind's own principal (a secured stack)
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         if connection.bootstrap:
@@ -82,9 +86,13 @@ def run_demo(s: DemoSettings, connection: ConnectionSettings, layout: LayoutSett
         else:
             created = not stack_dir.exists()
             started = running_stack(stack_dir) is None
-            view.say(f"starting the local stack (a KRaft broker and Kafka Connect) in {stack_dir}…")
-            state = start_stack(stack_dir, brokers=1, connect=s.connect_records > 0, settings=stack)
-            kafka = KafkaConfig.plaintext(state.bootstrap, "ballast-demo")
+            secured = " secured" if s.secure else ""
+            view.say(f"starting the{secured} local stack (a KRaft broker and Kafka Connect) in {stack_dir}…")
+            state = start_stack(
+                stack_dir, brokers=1, connect=s.connect_records > 0, settings=stack, secure=s.secure
+            )
+            kafka = stack_admin(state, "ballast-demo")
+            service_kafka = service_configs(state, "ballast-demo")
             connect_url = connect_url or (state.connect.url if state.connect else "")
             with_connect = f", Kafka Connect at {connect_url}" if connect_url else ""
             view.say(f"broker at {state.bootstrap}{with_connect}")
@@ -92,7 +100,9 @@ def run_demo(s: DemoSettings, connection: ConnectionSettings, layout: LayoutSett
         for name in s.run_names():
             lay = TopicLayout(prefix=f"{layout.prefix}-demo-{tag}-{name}", workers=s.workers,
                               input_partitions=s.input_partitions)  # fmt: skip
-            runs.append(DemoRun(name, s, kafka, stack_dir, lay))
+            if service_kafka:
+                grant_deployment(kafka, lay, Principals())
+            runs.append(DemoRun(name, s, kafka, stack_dir, lay, service_kafka))
         _drive(s, kafka, runs, connect_url, view, summary, stack_dir)
     except Interrupted as exc:
         summary.failure = {"service": "", "reason": f"interrupted ({exc})", "log": ""}

@@ -86,6 +86,11 @@ class DemoSettings(Settings):
     report_dir: str = setting("demo-report", "where index.html, the plots and summary.json go")
     live: bool = setting(True, "draw the live view (--no-live: status lines, as in a log)")
     keep: bool = setting(False, "leave a local stack the demo started running afterwards")
+    secure: bool = setting(
+        False,
+        "start the local stack secured (SASL_SSL, a SCRAM user per service, least-privilege ACLs: "
+        "docs/security.md); each service then runs as its own principal",
+    )
 
     def __post_init__(self) -> None:
         chosen = self.run_names()

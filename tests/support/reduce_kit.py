@@ -81,14 +81,17 @@ def other_worker(key: str, avoid: Iterable[int], workers: int = WORKERS) -> int:
 
 
 class ReduceKit:
-    def __init__(self, kafka: KafkaConfig, prefix: str, workdir: Path) -> None:
+    def __init__(self, kafka: KafkaConfig, prefix: str, workdir: Path, **pipeline: Any) -> None:
+        """``pipeline``: more of :class:`Pipeline`'s options (``service_kafka``, ``signing_key``)."""
         self.kafka = kafka
         self.prefix = prefix
         self.workdir = workdir
         self.layout = TopicLayout(prefix=prefix, workers=WORKERS, input_partitions=INPUT_PARTITIONS)
-        self.pipe = Pipeline(kafka, self.layout, workdir, issuer="reduce-tests")
+        self.pipe = Pipeline(kafka, self.layout, workdir, issuer="reduce-tests", **pipeline)
         self.input = self.layout.name("input")
-        self.writer = ControlLogWriter(kafka, self.layout.name("control"), initial_state(WORKERS))
+        # the kit's own control log writer, opened on first use: a test with a controller sends
+        # requests instead (two writers would fence each other)
+        self._writer: ControlLogWriter | None = None
         self.jobs: dict[str, str] = {}  # job -> its service name
         self.commands: dict[str, Any] = {}  # service name -> the command that starts it again
         self.owner: dict[str, int] = {}  # the kit's own record of every pin it sent
@@ -102,6 +105,12 @@ class ReduceKit:
     def produce(self, events: list[dict[str, Any]], rate: float = 0.0) -> None:
         """Produce ``events`` in order, paced at ``rate`` events/s (0: as fast as possible)."""
         self.pipe.produce(events, rate)
+
+    @property
+    def writer(self) -> ControlLogWriter:
+        if self._writer is None:
+            self._writer = ControlLogWriter(self.kafka, self.layout.name("control"), initial_state(WORKERS))
+        return self._writer
 
     def assign(self, pins: dict[str, int]) -> int:
         event = self.writer.send(*routing_update(pins, reason="reduce test"))
@@ -216,7 +225,8 @@ class ReduceKit:
     def close(self) -> None:
         """SIGTERM every service (a job stops its query), SIGKILL what is left; clients closed."""
         self.pipe.close()
-        self.writer.close()
+        if self._writer is not None:
+            self._writer.close()
         if self._output is not None:
             self._output.close()
 
