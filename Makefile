@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 CACHE ?= .cache
 ARGS ?=
 
-.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-controller bench-router bench-router-compare bench-router-startup bench-reduce bench-reduce-throughput bench-reduce-soak bench-reduce-calm bench-control bench-migration bench-shed chaos clean-cache
+.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-controller bench-router bench-router-compare bench-router-secured bench-router-startup bench-reduce bench-reduce-throughput bench-reduce-soak bench-reduce-calm bench-control bench-migration bench-shed chaos clean-cache
 
 setup:
 	@bash deploy/setup.sh
@@ -45,6 +45,9 @@ bench-router: setup
 BASE ?= HEAD~1
 bench-router-compare: setup
 	$(PY) bench/router/compare.py --base $(BASE) $(ARGS)
+
+bench-router-secured: setup
+	$(PY) bench/router/secured.py $(ARGS)
 
 bench-router-startup: setup
 	$(PY) bench/router/startup.py $(ARGS)

@@ -268,6 +268,7 @@ def routed_run(
     src: str,
     folder: Path | None = None,
     feed: Callable[[], object] | None = None,
+    router_kafka: KafkaConfig | None = None,
 ) -> float:
     """The router, records/s: ``ballast router run`` (router id ``bench``, a fresh group, batch and
     commit interval as the bare loop's) over ``src``, measured from outside (module docstring).
@@ -275,13 +276,15 @@ def routed_run(
     ``folder``: where the supervisor keeps the service's folder and logs (a stack folder; none: a
     temporary one, removed afterwards). ``feed`` is called once the router consumes: it has
     announced epoch 0 in every routed partition for every input partition (``src`` must then be
-    the layout's input topic)."""
+    the layout's input topic). ``router_kafka``: the router's own connection, when it is not
+    ``kafka``'s (its principal on a secured cluster; ``kafka`` then measures, as an admin)."""
     group = f"router-{uuid.uuid4().hex[:8]}"
     routed = layout.name("routed")
     start = end_offsets(kafka, routed)
     work = folder or Path(tempfile.mkdtemp(prefix="ballast-bench-router-"))
     try:
-        with Pipeline(kafka, layout, work, create=False) as pipe:
+        services = {"router": router_kafka} if router_kafka is not None else None
+        with Pipeline(kafka, layout, work, create=False, service_kafka=services) as pipe:
             command = pipe.router(
                 "bench",
                 group_id=group,
