@@ -66,7 +66,7 @@ class RouterKit:
         assert (created.genesis.routed_partitions, created.genesis.active_workers) == (WORKERS, WORKERS)
         self.writer: ControlLogWriter | None = None
         self.threads: list[tuple[Router, threading.Thread]] = []
-        self.group = self.pipe.router_group
+        self.group = self.pipe.router_group  # the routers' default group, not passed to them
 
     # --- input and control ------------------------------------------------------------------------
 
@@ -91,7 +91,6 @@ class RouterKit:
     def settings(self, router_id: str = "r1", **kw: Any) -> RouterSettings:
         base: dict[str, Any] = dict(
             router_id=router_id,
-            group_id=self.group,
             stats_interval_s=1.0,
             commit_interval_ms=200,
         )
