@@ -241,6 +241,23 @@ class RouterKit:
 
 
 @pytest.fixture
+def kit_factory(kafka_config: KafkaConfig, admin: Any, unique: Any, tmp_path: Path):
+    """Kits of deployments of their own on the one broker (``name``: the prefix's stem); closed at
+    the end of the test."""
+    made: list[RouterKit] = []
+
+    def make(name: str) -> RouterKit:
+        made.append(RouterKit(kafka_config, admin, unique(name), tmp_path / name))
+        return made[-1]
+
+    try:
+        yield make
+    finally:
+        for k in made:
+            k.close()
+
+
+@pytest.fixture
 def kit(kafka_config: KafkaConfig, admin: Any, unique: Any, tmp_path: Path):
     k = RouterKit(kafka_config, admin, unique("rt"), tmp_path)
     try:
