@@ -55,6 +55,7 @@ from ballast.control.state import (
     snapshot_history,
 )
 from ballast.kafka.configuration import KafkaConfig
+from ballast.kafka.identities import scratch_group
 from ballast.waiting import WaitTimeout, wait_until
 
 log = logging.getLogger(__name__)
@@ -181,7 +182,7 @@ class ControlLogReader:
         self._tp = TopicPartition(topic, 0)
         self.consumer = Consumer(
             kafka.consumer(
-                f"ballast-control-reader-{id(self):x}",
+                scratch_group("control-reader"),
                 **{"isolation.level": "read_committed", "fetch.wait.max.ms": 50},
             )
         )

@@ -24,6 +24,7 @@ from confluent_kafka import TopicPartition
 from ballast.avro.codec import AvroCodec, CodecError
 from ballast.kafka.clients import make_consumer, make_producer
 from ballast.kafka.configuration import KafkaConfig
+from ballast.kafka.identities import scratch_group
 from ballast.kafka.topics import TopicLayout
 
 RECORDS = {
@@ -75,7 +76,7 @@ class ControlClient:
         self._producer = make_producer(kafka.with_client_id(f"{issuer}-requests"))
         self._consumer = make_consumer(
             kafka.with_client_id(f"{issuer}-responses"),
-            f"ballast-control-client-{uuid.uuid4().hex[:8]}",
+            scratch_group("control-client"),
             **{"enable.auto.commit": False, "isolation.level": "read_committed", "fetch.wait.max.ms": 10},
         )
         tp = TopicPartition(self.responses_topic, 0)

@@ -51,6 +51,7 @@ from ballast.harness.routed import MarkerWatch
 from ballast.kafka.clients import DeliveryTracker, make_producer, produce_all, produce_waiting
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.groups import GroupOffsets
+from ballast.kafka.identities import router_group
 from ballast.kafka.topics import TopicLayout
 from ballast.metrics.reader import MetricsReader
 from ballast.metrics.records import Body, ReduceProgress
@@ -125,7 +126,7 @@ class Pipeline:
             self.deployment = create_deployment(
                 kafka, layout, active_workers, specs=specs, issuer=issuer, signing_key=key
             )
-        self.router_group = f"{layout.prefix}-routers"
+        self.router_group = router_group(layout.prefix)  # what the routers take by default
         self._connection = ConnectionSettings.of(kafka, self.folder)
         self._service_connections = {
             kind: ConnectionSettings.of(cfg, self.folder) for kind, cfg in (service_kafka or {}).items()
@@ -171,9 +172,9 @@ class Pipeline:
         wait_ready(self.state, name, timeout, self.progress)
 
     def router(self, router_id: str, *extra: str, name: str | None = None, **settings: Any) -> ServiceCommand:
-        """The command of router ``router_id`` in this pipeline's group (``settings``: its flags by
-        setting name; ``extra``: more flags as typed, last, so they win)."""
-        settings = {"group_id": self.router_group, **settings}
+        """The command of router ``router_id`` (``settings``: its flags by setting name; ``extra``:
+        more flags as typed, last, so they win). Its group and transactional.id are the defaults a
+        user's router takes from the prefix (:mod:`ballast.kafka.identities`), ``router_group``."""
         args = ("router", "run", "--router-id", router_id, *self.layout_args(), *flags(settings), *extra)
         return self.command(name or f"router-{router_id}", "router", *args)
 
@@ -190,10 +191,10 @@ class Pipeline:
     def shedder(
         self, *streams: str, extra: tuple[str, ...] = (), name: str = "shedder", **settings: Any
     ) -> ServiceCommand:
-        """The command of the shedder (``ballast shedder run``) watching this pipeline's router group,
-        ``streams`` its declarations (``topic=T,target=30s,priority=1,min-accuracy=0.5``)."""
+        """The command of the shedder (``ballast shedder run``), ``streams`` its declarations
+        (``topic=T,target=30s,priority=1,min-accuracy=0.5``); it watches the routers' group by
+        default, as a user's does."""
         declared = [arg for s in streams for arg in ("--stream", s)]
-        settings = {"router_group": self.router_group, **settings}
         args = ("shedder", "run", "--prefix", self.layout.prefix, *declared, *flags(settings), *extra)
         return self.command(name, "shedder", *args)
 

@@ -12,7 +12,6 @@ raises on a consumer error instead of skipping it.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Mapping
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, Message, TopicPartition
@@ -20,6 +19,7 @@ from confluent_kafka import OFFSET_END, Consumer, KafkaError, Message, TopicPart
 from ballast.kafka.admin import make_admin, partition_count
 from ballast.kafka.clients import high_watermark, make_consumer
 from ballast.kafka.configuration import KafkaConfig
+from ballast.kafka.identities import scratch_group
 from ballast.waiting import WaitTimeout
 
 
@@ -39,7 +39,7 @@ class TopicFollower:
     ) -> None:
         self.topic = topic
         self.partitions = partitions or partition_count(make_admin(kafka), topic)
-        self.consumer: Consumer = make_consumer(kafka, f"ballast-follow-{uuid.uuid4().hex[:10]}")
+        self.consumer: Consumer = make_consumer(kafka, scratch_group("follow"))
         if start == "beginning":
             offsets = dict.fromkeys(range(self.partitions), 0)
         elif start == "end":

@@ -10,7 +10,6 @@ the caller asserts on count and content.
 from __future__ import annotations
 
 import time
-import uuid
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
@@ -18,6 +17,7 @@ from ballast.kafka.admin import make_admin, partition_count
 from ballast.kafka.clients import high_watermark, make_consumer
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.follow import ConsumerError
+from ballast.kafka.identities import scratch_group
 
 __all__ = ["ConsumerError", "read_topic", "read_until_idle", "records_written"]
 
@@ -60,7 +60,7 @@ def read_topic(
 ) -> list[Message]:
     """Every partition of ``topic`` from offset 0 (read_committed), read with :func:`read_until_idle`."""
     partitions = partition_count(make_admin(cfg), topic)
-    consumer = make_consumer(cfg, f"ballast-reader-{uuid.uuid4().hex[:8]}")
+    consumer = make_consumer(cfg, scratch_group("reader"))
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         return read_until_idle(consumer, expected, min_records, idle, timeout)
@@ -70,7 +70,7 @@ def read_topic(
 
 def records_written(cfg: KafkaConfig, topic: str, partitions: int) -> int:
     """Sum of the topic's end offsets: every record ever written to it (without compaction)."""
-    consumer = make_consumer(cfg, f"ballast-offsets-{uuid.uuid4().hex[:8]}")
+    consumer = make_consumer(cfg, scratch_group("offsets"))
     try:
         return sum(high_watermark(consumer, topic, p) for p in range(partitions))
     finally:

@@ -86,8 +86,9 @@ class MetricsReader:
 
         from ballast.kafka.admin import make_admin, partition_count
         from ballast.kafka.clients import make_consumer
+        from ballast.kafka.identities import scratch_group
 
-        probe = make_consumer(kafka, f"ballast-metrics-since-{id(kafka):x}")
+        probe = make_consumer(kafka, scratch_group("metrics-since"))
         try:
             n = partition_count(make_admin(kafka), topic)
             since = int(time.time() * 1000 - within_s * 1000)

@@ -16,6 +16,7 @@ from ballast.control.state import initial_state
 from ballast.kafka.admin import make_admin, partition_count
 from ballast.kafka.clients import make_consumer
 from ballast.kafka.configuration import KafkaConfig
+from ballast.kafka.identities import scratch_group
 from ballast.kafka.topics import TopicLayout
 from ballast.metrics.reader import MetricsReader
 from ballast.status.snapshot import DeploymentStatus, StatusFold
@@ -32,7 +33,7 @@ class StatusWatch:
         self.control.read_to_end()
         self._output_topic = layout.name("output")
         self._output_partitions = partition_count(make_admin(kafka), self._output_topic)
-        self._ends = make_consumer(kafka, f"ballast-status-{id(self):x}")  # asks for watermarks only
+        self._ends = make_consumer(kafka, scratch_group("status"))  # asks for watermarks only
 
     def results_written(self) -> int:
         """Records on the output topic (high minus low watermark, summed over its partitions)."""

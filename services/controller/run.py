@@ -102,9 +102,10 @@ def _offsets_since(kafka: KafkaConfig, layout: TopicLayout, window_ms: int) -> d
 
     from ballast.kafka.admin import make_admin, partition_count
     from ballast.kafka.clients import make_consumer
+    from ballast.kafka.identities import scratch_group
 
     topic = layout.name("metrics")
-    consumer = make_consumer(kafka, "ballast-controller-standby")
+    consumer = make_consumer(kafka, scratch_group("controller-standby"))
     try:
         n = partition_count(make_admin(kafka), topic)
         since = int(time.time() * 1000) - window_ms

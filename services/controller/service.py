@@ -229,9 +229,10 @@ class Controller:
         from confluent_kafka import TopicPartition
 
         from ballast.kafka.clients import make_consumer
+        from ballast.kafka.identities import scratch_group
 
         topic = self.layout.name("metrics")
-        consumer = make_consumer(self.kafka, f"{self.id}-times")
+        consumer = make_consumer(self.kafka, scratch_group("controller-times"))
         try:
             n = partition_count(make_admin(self.kafka), topic)
             found = consumer.offsets_for_times([TopicPartition(topic, p, ms) for p in range(n)], timeout=15)

@@ -49,6 +49,7 @@ from ballast.kafka.dead_letters import (
     SOURCE_PARTITION,
     SOURCE_TOPIC,
 )
+from ballast.kafka.identities import controller_group, scratch_group
 from ballast.kafka.topics import TopicLayout
 from services.controller.request_age import PROBE_KIND, append_time_ms
 
@@ -69,7 +70,7 @@ def is_fenced(exc: BaseException) -> bool:
 
 def group_id(layout: TopicLayout) -> str:
     """The group whose committed offset says which requests were consumed (no members ever join)."""
-    return f"{layout.prefix}.controller"
+    return controller_group(layout.prefix)
 
 
 class ControlLink:
@@ -152,7 +153,7 @@ class ControlLink:
         one must not answer a resend or resume a migration)."""
         consumer = make_consumer(
             self.kafka.with_client_id(f"{self.controller_id}-tail"),
-            f"{self.layout.prefix}.controller-tail",
+            scratch_group("controller-tail"),
             **{"enable.auto.commit": False, "isolation.level": "read_committed"},
         )
         try:

@@ -34,7 +34,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     connection = ConnectionSettings.from_args(args)
     layout = LayoutSettings.from_args(args)
-    settings = RouterSettings.from_args(args)
+    settings = RouterSettings.from_args(args).resolved(layout.prefix)
     logging.basicConfig(
         level=getattr(logging, settings.log_level.upper()),
         stream=sys.stderr,

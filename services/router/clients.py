@@ -47,6 +47,7 @@ def router_clients(
     checked before the producer exists, so a misconfigured instance never fences a running one.
     Raises :class:`~ballast.kafka.admin.TopicMissingError` when a topic does not exist.
     """
+    settings = settings.resolved(layout.prefix)  # the deployment's group (ballast.kafka.identities)
     rid = settings.router_id
     admin = make_admin(kafka)
     routed_topic, control_topic = layout.name("routed"), layout.name("control")

@@ -14,8 +14,9 @@ import os
 import re
 import secrets
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from ballast.kafka.identities import router_group, router_transactional_id
 from ballast.settings import Settings, setting
 from services.router.input_formats import FORMATS, FormatOptions
 
@@ -42,7 +43,9 @@ class RouterSettings(Settings):
     input_topics: tuple[str, ...] = setting(
         (), "comma-separated input topics (none: the layout's <prefix>.input)"
     )
-    group_id: str = setting("ballast-router", "consumer group of the router instances")
+    group_id: str = setting(
+        "", "consumer group of the router instances (empty: <prefix>.routers, the layout's prefix)"
+    )
     exactly_once: bool = setting(
         True,
         "Kafka transactions; --at-least-once trades them for speed (flush, then commit offsets)",
@@ -110,7 +113,11 @@ class RouterSettings(Settings):
     metrics_host: str = setting(
         "127.0.0.1", "address the Prometheus endpoint binds (loopback by default; 0.0.0.0 in a container)"
     )
-    transactional_id_prefix: str = setting("ballast-router", "transactional.id = <prefix>.<group>.<id>")
+    transactional_id_prefix: str = setting(
+        "",
+        "transactional.id = <group>.<router id>, or <this>.<group>.<router id> when given (the group "
+        "carries the layout's prefix: namesakes of two deployments never fence each other)",
+    )
     static_membership: bool = setting(True, "group.instance.id = router id (fast restart)")
     session_timeout_ms: int = setting(15_000, "consumer group session timeout")
     metadata_refresh_ms: int = setting(
@@ -168,10 +175,19 @@ class RouterSettings(Settings):
         if self.max_record_bytes < 0:
             raise ValueError(f"max_record_bytes must be >= 0, got {self.max_record_bytes}")
 
+    def resolved(self, prefix: str) -> RouterSettings:
+        """These settings with the defaults that depend on the deployment filled in: the group
+        ``<prefix>.routers`` (:mod:`ballast.kafka.identities`). Every path that starts a router
+        (the CLI, the stack, the test harness, benchmarks) goes through here, so all name their
+        group and ``transactional.id`` alike; an explicit group is kept."""
+        return self if self.group_id else replace(self, group_id=router_group(prefix))
+
     @property
     def transactional_id(self) -> str:
         """Stable across restarts of the same instance: ``init_transactions`` fences its zombie."""
-        return f"{self.transactional_id_prefix}.{self.group_id}.{self.router_id}"
+        if not self.group_id:
+            raise ValueError("the router's group is not resolved yet: RouterSettings.resolved(prefix)")
+        return router_transactional_id(self.group_id, self.router_id, self.transactional_id_prefix)
 
     def format_options(self) -> FormatOptions:
         return FormatOptions(

@@ -94,6 +94,7 @@ class Router:
         ``new_producer`` builds a transactional producer like ``producer`` (the checkpoint's
         ``renew_producer``: one that failed fatally without being fenced is replaced).
         """
+        settings = settings.resolved(layout.prefix)  # the group and transactional.id of this deployment
         self.settings = settings
         self.layout = layout
         self.routed_partitions = routed_partitions
@@ -158,6 +159,7 @@ class Router:
     ) -> Router:
         """A router with real Kafka clients (:func:`services.router.clients.router_clients`: the
         checks against the control log's genesis come before the producer exists)."""
+        settings = settings.resolved(layout.prefix)
         c = router_clients(settings, layout, kafka, active_workers)
         return cls(
             settings, layout, consumer=c.consumer, producer=c.producer, control=c.control,
@@ -173,7 +175,8 @@ class Router:
         mode = "exactly-once" if self.settings.exactly_once else "at-least-once"
         return (
             f"input {', '.join(self.input_topics)} -> {self.envelopes.routed_topic} "
-            f"({self.routed_partitions} partitions), epoch {self.state.epoch}, {mode}"
+            f"({self.routed_partitions} partitions), epoch {self.state.epoch}, {mode}, "
+            f"group {self.settings.group_id}"
         )
 
     # --- lifecycle --------------------------------------------------------------------------------

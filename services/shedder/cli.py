@@ -53,8 +53,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     layout = LayoutSettings.from_args(args).layout()
-    shedder_id = settings.resolved_id(layout.prefix)
-    kafka = ConnectionSettings.from_args(args).checked_kafka_config(shedder_id)
+    settings = settings.resolved(layout.prefix)  # its id and the routers' group, from the prefix
+    kafka = ConnectionSettings.from_args(args).checked_kafka_config(settings.shedder_id)
     return run(kafka, layout, settings, policy, streams)
 
 

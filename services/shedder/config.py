@@ -31,10 +31,11 @@ import math
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
+from ballast.kafka import identities
 from ballast.settings import Settings, SettingsError, setting
 from services.shedder.lag_status import StatusRules
 
@@ -316,9 +317,11 @@ class ShedderSettings(Settings):
     ENV_PREFIX: ClassVar[str] = "BALLAST_SHEDDER_"
 
     shedder_id: str = setting(
-        "", "this shedder's id: its request ids, its faust app and consumer group (default: <prefix>-shedder)"
+        "", "this shedder's id: its request ids, its faust app and consumer group (empty: <prefix>.shedder)"
     )
-    router_group: str = setting("ballast-router", "consumer group of the routers (their committed offsets)")
+    router_group: str = setting(
+        "", "consumer group of the routers, whose committed offsets are measured (empty: <prefix>.routers)"
+    )
     reduce_jobs: str = setting(
         "", "comma-separated reduce job ids whose ReduceProgress counts (default: every job that reports)"
     )
@@ -374,8 +377,15 @@ class ShedderSettings(Settings):
     metrics_host: str = setting("127.0.0.1", "address the Prometheus endpoint binds (loopback by default)")
     log_level: str = setting("info", "log level", choices=("debug", "info", "warning", "error"))
 
-    def resolved_id(self, prefix: str) -> str:
-        return self.shedder_id or f"{prefix}-shedder"
+    def resolved(self, prefix: str) -> ShedderSettings:
+        """These settings with the defaults that depend on the deployment filled in: the id
+        ``<prefix>.shedder`` and the routers' group ``<prefix>.routers``, named as the routers name
+        it (:mod:`ballast.kafka.identities`); explicit values are kept."""
+        return replace(
+            self,
+            shedder_id=self.shedder_id or identities.shedder_id(prefix),
+            router_group=self.router_group or identities.router_group(prefix),
+        )
 
     def jobs(self) -> frozenset[str]:
         return frozenset(j.strip() for j in self.reduce_jobs.split(",") if j.strip())

@@ -123,7 +123,7 @@ def run(
     print(
         f"shedder {shedder.id}: bootstrap {kafka.connection.describe()}, streams "
         f"{', '.join(f'{s.topic} (priority {s.priority}, target {s.target_s:g} s, min {s.min_accuracy:g})' for s in streams)}, "  # noqa: E501
-        f"keeps in force {shedder.keeps.keeps or 'none'}, router group {settings.router_group}, "
+        f"keeps in force {shedder.keeps.keeps or 'none'}, router group {shedder.settings.router_group}, "
         f"requests to {layout.name('requests')}",
         file=sys.stderr,
         flush=True,

@@ -75,10 +75,11 @@ class Shedder:
         self.kafka = kafka
         self.wall_clock = wall_clock
         self.layout = layout
+        settings = settings.resolved(layout.prefix)  # its id and the routers' group of this deployment
         self.settings = settings
         self.policy_settings = policy
         self.streams = tuple(streams)
-        self.id = settings.resolved_id(layout.prefix)
+        self.id = settings.shedder_id
         self.routed_topic = layout.name("routed")
         self.tracker = LagTracker(
             settings.status_rules(),

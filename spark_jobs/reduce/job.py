@@ -32,6 +32,14 @@ from spark_jobs.reduce.outputs import OUTPUT_SCHEMA, RESULT
 from spark_jobs.reduce.stateful import JobSpec, WorkerProcessor
 
 
+def source_options(spec: JobSpec) -> dict[str, str]:
+    """Options of both Kafka sources: the connection and security, read_committed, and the groups
+    Spark's consumers take, ``<prefix>.reduce-<uuid>-...`` (``groupIdPrefix``; Spark's default,
+    ``spark-kafka-source``, is the same for every deployment, so no ACL could tell them apart).
+    Spark commits nothing under them: the offsets live in the checkpoint."""
+    return {**spec.kafka.spark_source_options(), "groupIdPrefix": spec.group_prefix}
+
+
 def routed_rows(spark, spec: JobSpec, max_offsets: int = 0):
     """The routed topic as engine rows (see :mod:`spark_jobs.reduce.engine` for the columns).
 
@@ -46,7 +54,7 @@ def routed_rows(spark, spec: JobSpec, max_offsets: int = 0):
 
     reader = (
         spark.readStream.format("kafka")
-        .options(**spec.kafka.spark_source_options())  # connection and security, read_committed
+        .options(**source_options(spec))  # connection and security, read_committed, groups
         .option("subscribe", spec.topics["routed"])
         .option("startingOffsets", "earliest")
         .option("failOnDataLoss", "true")
@@ -127,7 +135,7 @@ def control_rows(spark, spec: JobSpec):
 
     raw = (
         spark.readStream.format("kafka")
-        .options(**spec.kafka.spark_source_options())
+        .options(**source_options(spec))
         .option("subscribe", spec.topics["control"])
         .option("startingOffsets", "earliest")
         .option("failOnDataLoss", "true")

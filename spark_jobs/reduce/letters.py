@@ -21,7 +21,6 @@ the letter still says where the record was.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
@@ -72,11 +71,12 @@ class RoutedRecords:
 
     def __init__(self, kafka: Any, topic: str, timeout_s: float = TIMEOUT_S) -> None:
         from ballast.kafka.clients import make_consumer
+        from ballast.kafka.identities import scratch_group
 
         self.topic = topic
         self.timeout_s = timeout_s
         client = kafka.with_client_id("ballast-reduce-letters")
-        self.consumer = make_consumer(client, f"ballast-reduce-letters-{uuid.uuid4().hex[:10]}")
+        self.consumer = make_consumer(client, scratch_group("reduce-letters"))
 
     def read(self, partition: int, offsets: Sequence[int]) -> dict[int, bytes | None]:
         """The value at each of ``offsets`` that is there (None: a record with a null value)."""

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from ballast.kafka.admin import make_admin, partition_count
 from ballast.kafka.configuration import KafkaConfig
+from ballast.kafka.identities import reduce_group_prefix
 from ballast.kafka.topics import TopicLayout
 from ballast.readiness import announce_ready
 from spark_jobs.processors.spec import from_spec
@@ -50,6 +51,7 @@ def job_spec(
         labels=tuple(worker_labels(spark, workers)),
         processor=settings.processor,
         input_partitions=partitions,
+        group_prefix=reduce_group_prefix(layout.prefix),
         input_topics=tuple(inputs),
         bins=settings.bins,
         chunk_bytes=settings.chunk_bytes,

@@ -53,6 +53,7 @@ class JobSpec:
     labels: tuple[int, ...]  # labels[w]: the grouping value of worker w (spark_jobs.reduce.placement)
     processor: str  # a spark_jobs.processors spec, e.g. "aggregate:size=10s"
     input_partitions: tuple[str, ...]
+    group_prefix: str  # groupIdPrefix of its Kafka sources: <prefix>.reduce (ballast.kafka.identities)
     input_topics: tuple[str, ...] = ()
     bins: int = 64  # hash bins of a per-key processor's states
     chunk_bytes: int = 512 * 1024

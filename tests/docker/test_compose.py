@@ -278,11 +278,19 @@ def test_services_agree_on_the_topic_layout():
             )
 
 
+def _prefix(env: dict[str, str]) -> str:
+    return env.get(LAYOUT_ENV["prefix"], LayoutSettings().prefix)
+
+
 def test_shedder_watches_the_routers_group_and_routers_have_their_own_ids():
+    """As each command resolves them: an unset group is the prefix's (ballast.kafka.identities)."""
     services = ballast_services()
     group_var, id_var = RouterSettings.env_name("group_id"), RouterSettings.env_name("router_id")
     routers = {n: environment(s) for n, s in services.items() if command_words(s) == ("router", "run")}
-    groups = {env.get(group_var, RouterSettings().group_id) for env in routers.values()}
+    groups = {
+        RouterSettings(router_id="r", group_id=env.get(group_var, "")).resolved(_prefix(env)).group_id
+        for env in routers.values()
+    }
     assert len(groups) == 1, f"the routers are in different groups: {groups}"
     ids = [env.get(id_var, "") for env in routers.values()]
     assert all(ids) and len(set(ids)) == len(ids), (
@@ -291,7 +299,9 @@ def test_shedder_watches_the_routers_group_and_routers_have_their_own_ids():
     watched_var = ShedderSettings.env_name("router_group")
     for name, service in services.items():
         if command_words(service) == ("shedder", "run"):
-            watched = environment(service).get(watched_var, ShedderSettings().router_group)
+            env = environment(service)
+            shedder = ShedderSettings(router_group=env.get(watched_var, "")).resolved(_prefix(env))
+            watched = shedder.router_group
             assert {watched} == groups, f"{name}: watches group {watched!r}, the routers are in {groups}"
 
 

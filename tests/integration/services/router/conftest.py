@@ -66,7 +66,7 @@ class RouterKit:
         assert (created.genesis.routed_partitions, created.genesis.active_workers) == (WORKERS, WORKERS)
         self.writer: ControlLogWriter | None = None
         self.threads: list[tuple[Router, threading.Thread]] = []
-        self.group = self.pipe.router_group
+        self.group = self.pipe.router_group  # the routers' default group, not passed to them
 
     # --- input and control ------------------------------------------------------------------------
 
@@ -91,7 +91,6 @@ class RouterKit:
     def settings(self, router_id: str = "r1", **kw: Any) -> RouterSettings:
         base: dict[str, Any] = dict(
             router_id=router_id,
-            group_id=self.group,
             stats_interval_s=1.0,
             commit_interval_ms=200,
         )
@@ -239,6 +238,23 @@ class RouterKit:
                         assert src[0] == last[key][0], f"key {key} came from two input partitions"
                         assert src[1] > last[key][1], f"partition {p}: key {key} out of order"
                     last[key] = src
+
+
+@pytest.fixture
+def kit_factory(kafka_config: KafkaConfig, admin: Any, unique: Any, tmp_path: Path):
+    """Kits of deployments of their own on the one broker (``name``: the prefix's stem); closed at
+    the end of the test."""
+    made: list[RouterKit] = []
+
+    def make(name: str) -> RouterKit:
+        made.append(RouterKit(kafka_config, admin, unique(name), tmp_path / name))
+        return made[-1]
+
+    try:
+        yield make
+    finally:
+        for k in made:
+            k.close()
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ def test_a_shedder_with_its_clock_5_minutes_behind_gets_its_shed_applied(pipe):
     shedder = Shedder(
         pipe.kafka,
         pipe.layout,
-        ShedderSettings(router_group=pipe.router_group, rate_tau_s=2, publish_lag=False),
+        ShedderSettings(rate_tau_s=2, publish_lag=False),
         PolicySettings(cycle_s=1.0),
         [StreamDeclaration(topic, 3.0, 0, 0.2)],
         wall_clock=lambda: time.time() + OFFSET_S,

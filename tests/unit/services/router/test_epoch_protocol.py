@@ -175,7 +175,7 @@ def test_a_committed_epoch_is_read_back_and_foreign_metadata_holds_nobody_back(m
 def test_routers_started_with_defaults_get_distinct_instance_ids():
     """The old default, ``router-0`` for every instance, gave two routers one transactional.id
     and one group.instance.id: each start fenced the other."""
-    a, b = RouterSettings(), RouterSettings()
+    a, b = RouterSettings().resolved("ballast"), RouterSettings().resolved("ballast")
     assert a.router_id != b.router_id
     assert a.transactional_id != b.transactional_id
     assert str(os.getpid()) in a.router_id

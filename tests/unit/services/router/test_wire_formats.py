@@ -127,7 +127,8 @@ def test_router_settings_flags_env_and_defaults():
         },
     )
     assert (cfg.router_id, cfg.exactly_once, cfg.input_topics, cfg.batch_size) == ("r7", False, ("a", "b"), 5)
-    assert cfg.transactional_id == "ballast-router.ballast-router.r7"
+    assert cfg.group_id == ""  # the deployment's: <prefix>.routers once resolved
+    assert cfg.resolved("ballast").transactional_id == "ballast.routers.r7"
     # topic names are not router settings: they come from the topic layout only
     assert not {"prefix", "routed_topic", "control_topic", "workers"} & set(cfg.as_dict())
     parser = argparse.ArgumentParser()
