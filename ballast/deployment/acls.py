@@ -3,8 +3,7 @@
 Why a pure set: ``ballast acls apply`` creates it, ``show`` prints it, ``check`` compares it with
 the cluster's bindings, the secured local stack applies it, and docs/security.md shows it as a
 table; all of them must mean the same rules. The identities it grants (consumer groups,
-transactional ids) are the deployment's defaults, derived from the topic prefix ``P``
-(docs/security.md, "Kafka identities"); a test holds the services' defaults to these names.
+transactional ids) are the deployment's defaults, named in :mod:`ballast.kafka.identities`.
 
 Decisions:
 
@@ -15,7 +14,7 @@ Decisions:
   transactional ids by prefix, because each router instance has its own transactional id and
   Spark names its consumer groups ``P.reduce-<uuid>…``.
 * Consumers that only read by assignment still need a ``group.id`` (librdkafka asks for its
-  coordinator); they all use the prefix ``ballast-scratch.`` (:func:`ballast.kafka.clients.scratch_group`),
+  coordinator); they all use the prefix ``ballast-scratch.`` (:func:`ballast.kafka.identities.scratch_group`),
   which every principal may use. Nothing is ever committed there, so sharing it harms nobody.
 * READ, WRITE imply DESCRIBE in Kafka; DESCRIBE is granted alone only where a principal reads
   offsets without reading records (the shedder).
@@ -25,32 +24,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ballast.control.writer import writer_transactional_id
 from ballast.kafka.acls import AclRule
+from ballast.kafka.identities import (
+    SCRATCH_PREFIX,
+    controller_group,
+    reduce_group_prefix,
+    router_group,
+    shedder_id,
+)
 from ballast.kafka.topics import TopicLayout
 
-SCRATCH_GROUP_PREFIX = "ballast-scratch."
+SCRATCH_GROUP_PREFIX = SCRATCH_PREFIX
 SERVICE_KINDS = ("router", "controller", "reduce", "shedder", "connect")
 
 
-def router_group(prefix: str) -> str:
-    return f"{prefix}.routers"
-
-
-def controller_group(prefix: str) -> str:
-    return f"{prefix}.controller"
-
-
-def reduce_group_prefix(prefix: str) -> str:
-    return f"{prefix}.reduce"
-
-
-def shedder_group(prefix: str) -> str:
-    return f"{prefix}.shedder"
-
-
 def control_writer_transactional_id(prefix: str) -> str:
-    """The control log writer's transactional id (:func:`ballast.control.writer.writer_transactional_id`)."""
-    return f"ballast-control-writer.{prefix}.control"
+    """The control log writers' transactional id, from the layout's control topic."""
+    return writer_transactional_id(TopicLayout(prefix=prefix).name("control"))
 
 
 @dataclass(frozen=True)
@@ -116,7 +107,7 @@ def deployment_acls(layout: TopicLayout, principals: Principals) -> list[AclRule
     rules += _topic(who.shedder, t["responses"], "read")
     for role in ("input", "routed", "output"):
         rules += _topic(who.shedder, t[role], "describe")
-    rules.append(_group(who.shedder, shedder_group(p)))
+    rules.append(_group(who.shedder, shedder_id(p)))
     rules.append(_group(who.shedder, router_group(p), "describe", "literal"))
     # Kafka Connect sources write input; their worker's own group and topics belong to the Connect
     # cluster, which serves many deployments (connect_worker_acls grants the local stack's)

@@ -24,10 +24,11 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from ballast.control.requests import ControlClient
-from ballast.deployment.acls import Principals, router_group
+from ballast.deployment.acls import Principals
 from ballast.deployment.create import grant_deployment
 from ballast.devstack.security import service_configs, stack_admin, stack_connection
 from ballast.kafka.configuration import KafkaConfig
+from ballast.kafka.identities import router_group
 from ballast.kafka.reading import records_written
 from ballast.settings import Secret
 from ballast.workload import FLUSH_KEY, key_name
