@@ -82,28 +82,35 @@ def deployment_acls(layout: TopicLayout, principals: Principals) -> list[AclRule
         rules += _topic(who.router, t[role], "write")
     rules.append(_group(who.router, router_group(p), pattern="literal"))
     rules.append(AclRule(who.router, "transactional_id", f"{router_group(p)}.", "prefixed", "write"))
-    # the controller: the only writer of the control log; requests in, responses out, metrics and
-    # the routed topic read (plans and migration progress)
+    # the controller: the only writer of the control log; requests in (and its clock probes out,
+    # stamped by the broker: services/controller/request_age.py), responses out, metrics and the
+    # routed topic read (plans and migration progress)
     rules += _topic(who.controller, t["control"], "read", "write")
-    rules += _topic(who.controller, t["requests"], "read")
+    rules += _topic(who.controller, t["requests"], "read", "write")  # write: its clock probes
     rules += _topic(who.controller, t["responses"], "write")
     for role in ("metrics", "routed", "input"):
         rules += _topic(who.controller, t[role], "read")
     rules += _topic(who.controller, t["dead_letter"], "write")
+    rules += _topic(who.controller, t["metrics"], "write")  # its status records
     rules.append(_group(who.controller, controller_group(p)))
     rules.append(
         AclRule(who.controller, "transactional_id", control_writer_transactional_id(p), "literal", "write")
     )
-    # the reduce: routed and control in; output, state chunks (routed), metrics, dead letters out
+    # the reduce: routed and control in; output, state chunks (routed), metrics, dead letters out;
+    # the input's partitions (describe: the progress markers it expects name them)
     rules += _topic(who.reduce, t["routed"], "read", "write")
     rules += _topic(who.reduce, t["control"], "read")
+    rules += _topic(who.reduce, t["input"], "describe")
     for role in ("output", "metrics", "dead_letter"):
         rules += _topic(who.reduce, t[role], "write")
     rules.append(_group(who.reduce, reduce_group_prefix(p)))
-    # the shedder: metrics in, requests out; offsets (not records) of input, routed and output,
-    # and the routers' committed offsets (describe: it can read them, never commit them)
+    # the shedder: metrics and control (the keep-probabilities in force) in, requests out; offsets
+    # (not records) of input, routed and output, and the routers' committed offsets (describe: it
+    # can read them, never commit them)
     rules += _topic(who.shedder, t["metrics"], "read")
+    rules += _topic(who.shedder, t["control"], "read")
     rules += _topic(who.shedder, t["requests"], "write")
+    rules += _topic(who.shedder, t["metrics"], "write")  # its lag samples
     rules += _topic(who.shedder, t["responses"], "read")
     for role in ("input", "routed", "output"):
         rules += _topic(who.shedder, t[role], "describe")

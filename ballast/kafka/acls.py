@@ -18,6 +18,7 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    ConfigResource,
     ResourcePatternType,
     ResourceType,
 )
@@ -36,6 +37,12 @@ _OPERATIONS = {
     "create": AclOperation.CREATE,
     "all": AclOperation.ALL,
 }
+
+
+NO_AUTHORIZER = (
+    "the cluster has no authorizer (authorizer.class.name is not set): ACLs are neither kept nor "
+    "enforced, so every client may read and write every topic"
+)
 
 
 class AuthorizerMissing(RuntimeError):
@@ -118,13 +125,27 @@ def list_acls(admin: AdminClient, timeout: float = 30.0) -> set[AclRule]:
     except KafkaException as exc:
         _raise_if_no_authorizer(exc)
         raise
+    if not bindings and not _has_authorizer(admin, timeout):
+        # Kafka 4's brokers answer DescribeAcls without an authorizer with no bindings, not with
+        # SECURITY_DISABLED (CreateAcls still says it): "none yet" and "not enforced" differ
+        raise AuthorizerMissing(NO_AUTHORIZER)
     return {rule for rule in map(AclRule.of, bindings) if rule is not None}
+
+
+def _has_authorizer(admin: AdminClient, timeout: float) -> bool:
+    """A broker's ``authorizer.class.name`` is set (True also when we may not read it: a cluster
+    that refuses to show its configs enforces something)."""
+    broker = next(iter(admin.list_topics(timeout=timeout).brokers))
+    resource = ConfigResource(ResourceType.BROKER, str(broker))
+    try:
+        configs = admin.describe_configs([resource], request_timeout=timeout)[resource].result()
+    except KafkaException:
+        return True
+    entry = configs.get("authorizer.class.name")
+    return bool(entry is not None and entry.value)
 
 
 def _raise_if_no_authorizer(exc: KafkaException) -> None:
     err = exc.args[0] if exc.args else None
     if isinstance(err, KafkaError) and err.code() == KafkaError.SECURITY_DISABLED:
-        raise AuthorizerMissing(
-            "the cluster has no authorizer (authorizer.class.name is not set): ACLs are neither "
-            "kept nor enforced, so every client may read and write every topic"
-        ) from None
+        raise AuthorizerMissing(NO_AUTHORIZER) from None

@@ -169,6 +169,8 @@ class Controller:
         self._reader: MetricsReader | None = None
         self._next_interval = 0.0
         self._next_status = 0.0
+        self.status_failures = 0  # status records the broker refused
+        self._status_warned = -60.0
         self._pending_events: list[dict[str, Any]] = []
         self._last: tuple[IntervalLoad, list[WorkerStats]] | None = None  # the last interval folded
         self._ages = RequestAges(int(settings.request_ttl_s * 1000), self._probe_clock, self._say_unaged)
@@ -572,9 +574,24 @@ class Controller:
         body = status.__dict__
         record = metrics_record(f"controller/{self.id}", now, now, "ControllerStatus", body)
         self._status.produce(
-            self.layout.name("metrics"), self._metrics_codec.encode(record), self.id.encode()
+            self.layout.name("metrics"),
+            self._metrics_codec.encode(record),
+            self.id.encode(),
+            on_delivery=self._status_delivered,
         )
         self._status.poll(0)
+
+    def _status_delivered(self, err: Any, _msg: Any) -> None:
+        """A status record the broker refused (no ACL to write metrics, say) is said, at most once a
+        minute: without it, ``ballast status`` and a standby see no controller, and nothing says why."""
+        if err is None:
+            return
+        self.status_failures += 1
+        now = time.monotonic()
+        if now >= self._status_warned + 60.0:
+            self._status_warned = now
+            log.warning("controller %s: status record to %s failed (%d so far): %s", self.id,
+                        self.layout.name("metrics"), self.status_failures, err)  # fmt: skip
 
     def close(self) -> None:
         if self.audit is not None:

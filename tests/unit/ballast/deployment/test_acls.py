@@ -56,6 +56,8 @@ def test_only_the_controller_writes_the_control_log_and_holds_its_transactional_
         ("shedder", "read", "metrics"), ("shedder", "write", "requests"), ("shedder", "describe", "input"),
         ("shedder", "describe", "routed"), ("controller", "read", "requests"),
         ("controller", "write", "responses"), ("connect", "write", "input"),
+        ("controller", "write", "requests"), ("shedder", "write", "metrics"), ("shedder", "read", "control"),
+        ("reduce", "describe", "input"), ("controller", "write", "metrics"),
     ],
 )  # fmt: skip
 def test_each_service_may_do_its_job(who: str, operation: str, topic_role: str) -> None:
