@@ -175,7 +175,7 @@ def test_no_log_of_the_run_holds_a_password(secured_run) -> None:
         for p in folder.rglob("*")
         if p.is_file() and not p.is_relative_to(state.security.folder) and p.suffix not in (".pem",)
     ]
-    assert any(p.name == "service.log" for p in logs)
+    assert any(p.name == "service.log" for p in logs) and any(p.name == "spark.log" for p in logs)
     leaks = [
         (str(p), user)
         for p in logs
@@ -183,3 +183,5 @@ def test_no_log_of_the_run_holds_a_password(secured_run) -> None:
         if secret.encode() in p.read_bytes()
     ]
     assert not leaks, leaks
+    said = kit.pipe.run_command("status", "--prefix", kit.prefix)  # what an operator prints
+    assert not [user for user, secret in secrets.items() if secret in said]
