@@ -25,7 +25,7 @@ from ballast.devstack.processes import (
     tail,
 )
 from ballast.devstack.security import ADMIN_USER, BROKER_PRINCIPAL
-from ballast.devstack.state import NodeState, SecurityState, StackError, StackState
+from ballast.devstack.state import LOOPBACK, NodeState, SecurityState, StackError, StackState
 from ballast.paths import DEPLOY_DIR, classpath
 from ballast.waiting import WaitTimeout, wait_until
 
@@ -43,7 +43,7 @@ def new_cluster_id() -> str:
 
 
 def plan_nodes(
-    state_dir: Path, brokers: int, ports: list[int] | None, secure: bool = False
+    state_dir: Path, brokers: int, ports: list[int] | None, secure: bool = False, host: str = LOOPBACK
 ) -> list[NodeState]:
     if brokers not in (1, 3):
         raise ValueError("--brokers must be 1 or 3")
@@ -63,6 +63,7 @@ def plan_nodes(
                 config=str(node_dir / "server.properties"),
                 log=str(node_dir / "broker.log"),
                 internal_port=free_port() if secure else 0,
+                host=host,
             )
         )
     return nodes
@@ -73,7 +74,7 @@ def write_broker_config(
 ) -> None:
     """The node's server.properties: PLAINTEXT listeners, or a secured stack's three (see
     :mod:`ballast.devstack.security`) with the security fragment appended."""
-    here = "127.0.0.1"
+    here = node.host
     if security is None:
         listeners = {
             "listeners": f"PLAINTEXT://{here}:{node.port},CONTROLLER://{here}:{node.controller_port}",
@@ -139,7 +140,9 @@ def start_node(
         return
     progress(f"starting broker {node.node_id} on {node.bootstrap}…")
     cp = classpath("kafka")
-    proc = launch_java("kafka.Kafka", [node.config], cp, settings.broker_heap, Path(node.log), settings.java)
+    proc = launch_java(
+        "kafka.Kafka", [node.config], cp, settings.broker_heap, Path(node.log), settings.java, state.namespace
+    )
     node.pid = proc.pid
     state.save()
 

@@ -147,7 +147,7 @@ def cmd_stack_status(args: argparse.Namespace) -> int:
         return 0
     print(f"Ballast stack in {status['state_dir']} (bootstrap {status['bootstrap'] or 'none: no brokers'})")
     rows = [
-        [f"broker {n['node_id']}", f"127.0.0.1:{n['port']}", str(n["pid"]), str(n["running"]), n["log"]]
+        [f"broker {n['node_id']}", n["address"], str(n["pid"]), str(n["running"]), n["log"]]
         for n in status["nodes"]  # type: ignore[attr-defined]
     ]
     if "connect" in status:

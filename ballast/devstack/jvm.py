@@ -27,9 +27,10 @@ class StackSettings(Settings):
 
 
 def launch_java(
-    main: str, args: list[str], cp: str, heap: str, log: Path, java: str = "java"
+    main: str, args: list[str], cp: str, heap: str, log: Path, java: str = "java", namespace: str = ""
 ) -> subprocess.Popen[bytes]:
-    """Start ``main`` in its own session, output appended to ``log``."""
+    """Start ``main`` in its own session, output appended to ``log``; in network ``namespace`` (a
+    host of :mod:`ballast.devstack.hosts`) when given."""
     cmd = [
         java,
         f"-Xmx{heap}",
@@ -42,6 +43,8 @@ def launch_java(
         main,
         *args,
     ]
+    if namespace:
+        cmd = ["ip", "netns", "exec", namespace, *cmd]
     with open(log, "ab") as out:
         # A new session: the stack outlives `ballast stack up` and ignores the caller's Ctrl-C.
         try:

@@ -55,7 +55,7 @@ def _name(common_name: str) -> Any:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def _certificates(folder: Path) -> tuple[bytes, bytes, bytes]:
+def _certificates(folder: Path, addresses: tuple[str, ...]) -> tuple[bytes, bytes, bytes]:
     """(CA certificate, broker certificate, broker key), PEM: a CA of this stack signs the broker's."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -91,7 +91,7 @@ def _certificates(folder: Path) -> tuple[bytes, bytes, bytes]:
         .not_valid_after(end)
         .add_extension(
             x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+                [x509.DNSName("localhost")] + [x509.IPAddress(ipaddress.ip_address(a)) for a in addresses]
             ),
             critical=False,
         )
@@ -107,8 +107,13 @@ def _certificates(folder: Path) -> tuple[bytes, bytes, bytes]:
     return ca_cert.public_bytes(pem), cert.public_bytes(pem), key_pem
 
 
-def make_security(state_dir: Path, users: tuple[str, ...] = (ADMIN_USER, *SERVICE_USERS)) -> SecurityState:
-    """The material of a new secured stack in ``<state_dir>/security`` (an existing one is kept)."""
+def make_security(
+    state_dir: Path,
+    users: tuple[str, ...] = (ADMIN_USER, *SERVICE_USERS),
+    addresses: tuple[str, ...] = ("127.0.0.1",),
+) -> SecurityState:
+    """The material of a new secured stack in ``<state_dir>/security`` (an existing one is kept);
+    the brokers' certificate is valid for ``addresses``."""
     folder = state_dir / SECURITY_DIR
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(folder, 0o700)
@@ -121,7 +126,7 @@ def make_security(state_dir: Path, users: tuple[str, ...] = (ADMIN_USER, *SERVIC
         users=list(users),
     )
     if not Path(security.broker_keystore).exists():
-        ca, cert, key = _certificates(folder)
+        ca, cert, key = _certificates(folder, addresses)
         Path(security.ca).write_bytes(ca)
         Path(security.broker_cert).write_bytes(cert + ca)
         _private(Path(security.broker_key), key)

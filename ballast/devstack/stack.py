@@ -34,7 +34,7 @@ from ballast.devstack.processes import Progress, pid_alive, port_open, quiet, st
 from ballast.devstack.security import create_users, make_security
 from ballast.devstack.services import service_status, stop_services
 from ballast.devstack.spark_cluster import SparkSettings, spark_status, start_spark, stop_spark
-from ballast.devstack.state import StackError, StackState
+from ballast.devstack.state import LOOPBACK, StackError, StackState
 from ballast.paths import classpath
 
 
@@ -51,6 +51,8 @@ def start_stack(
     spark_workers: int = 2,
     spark_settings: SparkSettings | None = None,
     secure: bool = False,
+    host: str = LOOPBACK,
+    namespace: str = "",
 ) -> StackState:
     """Format (first time only) and start a KRaft cluster, optionally with Connect and Spark; idempotent.
 
@@ -58,15 +60,18 @@ def start_stack(
     Spark) is added; a recorded but stopped one is restarted with its data. ``progress`` receives one
     line per step ("starting broker 1 on …"). ``secure``: SASL_SSL for clients, a SCRAM user per
     service, ACLs enforced (:mod:`ballast.devstack.security`); a folder keeps the mode it was made in.
+    ``host`` and ``namespace``: the brokers bind and advertise ``host`` inside network ``namespace``
+    (a host of :mod:`ballast.devstack.hosts`), never loopback; only for a new folder.
     """
     settings = settings or StackSettings()
     state_dir = Path(state_dir).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     state = StackState.load_or_new(state_dir)
     if not state.nodes:  # a new folder, or one that so far ran only Spark or services
-        state.nodes = plan_nodes(state_dir, brokers, ports, secure)
+        state.nodes = plan_nodes(state_dir, brokers, ports, secure, host)
         state.cluster_id = new_cluster_id()
-        state.security = make_security(state_dir) if secure else None
+        state.namespace = namespace
+        state.security = make_security(state_dir, addresses=(host,)) if secure else None
     elif len(state.nodes) != brokers:
         raise StackError(
             f"{state_dir} holds a {len(state.nodes)}-broker stack; stop it and remove the folder "
@@ -78,7 +83,7 @@ def start_stack(
             f"{state_dir} holds {held} stack; stop it and remove the folder "
             f"(`ballast stack down --purge`) to start {asked} one"
         )
-    voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in state.nodes)
+    voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in state.nodes)
     cp = classpath("kafka")
     for node in state.nodes:
         write_broker_config(node, voters, state.replication, state.security)
@@ -152,6 +157,7 @@ def stack_status(state_dir: str | Path) -> dict[str, object]:
         "nodes": [
             {
                 "node_id": n.node_id,
+                "address": n.bootstrap,
                 "port": n.port,
                 "pid": n.pid,
                 "running": pid_alive(n.pid, marker),

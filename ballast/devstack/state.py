@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 STATE_FILE = "stack.json"
+LOOPBACK = "127.0.0.1"
 
 
 class StackError(RuntimeError):
@@ -30,14 +31,15 @@ class NodeState:
     log: str
     pid: int | None = None
     internal_port: int = 0  # a secured stack's broker-to-broker (mTLS) listener; 0: none
+    host: str = LOOPBACK  # the address it binds and advertises (a namespace's own, on another "host")
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def internal_bootstrap(self) -> str:
-        return f"127.0.0.1:{self.internal_port}"
+        return f"{self.host}:{self.internal_port}"
 
 
 @dataclass
@@ -181,6 +183,7 @@ class StackState:
     spark: SparkState | None = None
     services: list[ServiceState] = field(default_factory=list)
     security: SecurityState | None = None  # a secured stack's CA, certificate and users
+    namespace: str = ""  # the network namespace its brokers run in ("": this machine's own network)
 
     @property
     def bootstrap(self) -> str:
