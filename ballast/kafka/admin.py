@@ -8,7 +8,9 @@ this question lacked the wait once). So the question has exactly one answer:
 
 :func:`require_broker` is the fast, quiet "is anybody there" check commands run first: without it,
 a client against a dead address retries for tens of seconds and prints hundreds of librdkafka
-"Connection refused" lines before a traceback.
+"Connection refused" lines before a traceback. Being the first librdkafka client a command makes,
+it is also where a client setting librdkafka does not know (``--kafka-config``, ``-X``) becomes
+one line naming it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from ballast.kafka.configuration import KafkaConfig
+from ballast.kafka.properties import ClientSettingError
 from ballast.kafka.topics import TopicSpec, find_conflicts
 from ballast.waiting import WaitTimeout, wait_until
 
@@ -49,14 +52,23 @@ def require_broker(cfg: KafkaConfig, timeout: float = 5.0) -> None:
     """
     conf = cfg.admin(**{"log_level": 0, "socket.connection.setup.timeout.ms": int(timeout * 1000)})
     conf.pop("logger", None)
-    probe = AdminClient(conf)
+    try:
+        probe = AdminClient(conf)
+    except KafkaException as exc:  # a property librdkafka does not know, or a value it refuses
+        settings = cfg.connection.properties
+        hint = f" ({settings.describe()})" if settings else ""
+        raise ClientSettingError(f"librdkafka refuses the client settings: {_reason(exc)}{hint}") from None
     try:
         probe.list_topics(timeout=timeout)
     except KafkaException as exc:
         raise BrokerUnreachable(
             f"no broker at {cfg.bootstrap_servers} — start one with `ballast stack up` or pass --bootstrap"
-            f" ({exc.args[0].str() if exc.args else exc})"
+            f" ({_reason(exc)})"
         ) from None
+
+
+def _reason(exc: KafkaException) -> str:
+    return exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else str(exc)
 
 
 def partition_count(admin: AdminClient, topic: str, timeout: float = 15.0) -> int:
