@@ -335,6 +335,13 @@ class Settings:
             entries.append((key, value))
         return _pairs_value(meta, entries)
 
+    @classmethod
+    def pairs(cls, name: str, items: Iterable[str]) -> tuple[str, ...]:
+        """``items`` as the pairs setting ``name`` holds them (merged, sorted, secrets wrapped): for
+        a group built in code, whose secret entries must be :class:`Secret` like parsed ones."""
+        meta = next(m for f, m, _ in cls._settings() if f.name == name)
+        return _pairs_value(meta, (split_pair(item, cls.flag_name(name)) for item in items))
+
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f, _, _ in self._settings()}
 

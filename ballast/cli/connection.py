@@ -88,6 +88,8 @@ class ConnectionSettings(Settings):
     )
 
     def __post_init__(self) -> None:
+        # built in code too (of(), tests): its secret entries must be Secret, or to_argv shows them
+        object.__setattr__(self, "kafka_properties", self.pairs("kafka_properties", self.kafka_properties))
         # contradictory security settings, an unreadable file, a setting Ballast owns or librdkafka
         # cannot take: a usage error before anything runs (every command makes librdkafka clients)
         self.connection().librdkafka()
@@ -185,6 +187,6 @@ class ConnectionSettings(Settings):
             bootstrap=own("bootstrap_servers", c.bootstrap_servers, ""),
             state_dir=state_dir or DEFAULT_STATE_DIR,
             config_file=props.file,
-            kafka_properties=tuple((Secret if is_secret(k) else str)(f"{k}={v}") for k, v in props.given),
+            kafka_properties=tuple(f"{k}={v}" for k, v in props.given),
             **values,
         )
