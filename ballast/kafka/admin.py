@@ -16,6 +16,7 @@ one line naming it.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -52,6 +53,7 @@ def require_broker(cfg: KafkaConfig, timeout: float = 5.0) -> None:
     """
     conf = cfg.admin(**{"log_level": 0, "socket.connection.setup.timeout.ms": int(timeout * 1000)})
     conf.pop("logger", None)
+    _require_files(conf)
     try:
         probe = AdminClient(conf)
     except KafkaException as exc:  # a property librdkafka does not know, or a value it refuses
@@ -65,6 +67,17 @@ def require_broker(cfg: KafkaConfig, timeout: float = 5.0) -> None:
             f"no broker at {cfg.bootstrap_servers} — start one with `ballast stack up` or pass --bootstrap"
             f" ({_reason(exc)})"
         ) from None
+
+
+def _require_files(conf: Mapping[str, object]) -> None:
+    """Every file a librdkafka property names exists. Why before the client: librdkafka (2.x, as
+    confluent-kafka 2.16 bundles it) aborts the whole process, instead of raising, when a client
+    with OIDC configured fails to start, e.g. on a CA file that is not there."""
+    for key in ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.keystore.location",
+                "ssl.crl.location", "sasl.kerberos.keytab"):  # fmt: skip
+        path = conf.get(key)
+        if path and path != "probe" and not os.path.exists(str(path)):
+            raise ClientSettingError(f"{key}: no such file: {path}")
 
 
 def _reason(exc: KafkaException) -> str:

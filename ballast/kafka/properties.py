@@ -99,11 +99,11 @@ def split_key(key: str) -> tuple[str | None, str]:
 
 
 def is_secret(key: str) -> bool:
-    """Whether a key's value is a secret: its name says password, secret, token …, or it is a JAAS
-    line or private key contents. Errs on the safe side (a token endpoint *URL* counts too)."""
+    """Whether a key's value is a secret: its last word says password, secret, token …, or it is a
+    JAAS line or private key contents (``sasl.oauthbearer.token.endpoint.url`` is a URL: no)."""
     name = split_key(key)[1].lower()
-    words = re.split(r"[._-]", name)
-    return name in _SECRET_KEYS or name.endswith("private.key.pem") or any(w in _SECRET_WORDS for w in words)
+    last = re.split(r"[._-]", name)[-1]
+    return name in _SECRET_KEYS or name.endswith("private.key.pem") or last in _SECRET_WORDS
 
 
 # --- the Java properties format --------------------------------------------------------------------

@@ -82,6 +82,8 @@ def test_a_jaas_line_reads_module_and_options_and_a_bad_one_never_shows_its_text
         ("sasl.oauthbearer.client.secret", True), ("java.sasl.jaas.config", True),
         ("librdkafka.sasl.oauthbearer.client.secret", True),
         ("sasl.oauthbearer.assertion.private.key.pem", True),
+        ("sasl.oauthbearer.assertion.private.key.passphrase", True),
+        ("sasl.oauthbearer.token.endpoint.url", False),
         ("metadata.max.age.ms", False), ("ssl.truststore.location", False), ("sasl.mechanism", False),
         ("ssl.keystore.certificate.chain", False), ("sasl.kerberos.keytab", False),
     ],
@@ -395,3 +397,35 @@ def test_client_settings_apply_to_the_local_stacks_admin_too(tmp_path):
         None, env={"BALLAST_KAFKA_PROPERTIES": "metadata.max.age.ms=1000"}, state_dir=tmp_path
     )
     assert s.kafka_config().admin()["metadata.max.age.ms"] == "1000"
+
+
+def test_settings_built_in_code_wrap_their_secret_entries_too():
+    s = ConnectionSettings(kafka_properties=(f"librdkafka.ssl.key.password={SECRET}", "linger.ms=20"))
+    assert s.to_argv()[-2:] == ["-X", "linger.ms=20"] and SECRET not in " ".join(s.to_argv())
+    assert s.secret_env() == {"BALLAST_KAFKA_PROPERTIES": f"librdkafka.ssl.key.password={SECRET}"}
+
+
+# --- at the broker check: librdkafka's own refusals, in one line -----------------------------------
+
+
+def test_librdkafkas_refusal_of_a_key_is_one_line_naming_the_settings():
+    from ballast.kafka.admin import require_broker
+
+    cfg = KafkaConfig(conn({"max.poll.recordz": "3"}))  # a typo: in no table, so passed to librdkafka
+    with pytest.raises(
+        ClientSettingError, match=r'No such configuration property: "max.poll.recordz" \(client'
+    ):
+        require_broker(cfg, timeout=1)
+
+
+def test_a_missing_file_is_one_line_before_librdkafka_sees_it():
+    from ballast.kafka.admin import require_broker
+
+    # with OIDC, librdkafka aborts the process on a CA file that is not there, instead of raising
+    oidc = {"librdkafka.sasl.oauthbearer.method": "oidc", "librdkafka.sasl.oauthbearer.client.id": "c",
+            "librdkafka.sasl.oauthbearer.client.secret": SECRET,
+            "librdkafka.sasl.oauthbearer.token.endpoint.url": "https://idp.invalid/token"}  # fmt: skip
+    c = KafkaConnection("127.0.0.1:1", "SASL_SSL", "OAUTHBEARER", ssl_ca_location="/nonexistent/ca.pem",
+                        properties=ClientProperties.of(oidc))  # fmt: skip
+    with pytest.raises(ClientSettingError, match=r"^ssl.ca.location: no such file: /nonexistent/ca.pem$"):
+        require_broker(KafkaConfig(c), timeout=1)
