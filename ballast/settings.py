@@ -92,6 +92,7 @@ def setting(
     secret_key: Callable[[str], bool] | None = None,
     secret_elsewhere: str = "",
     aliases: tuple[str, ...] = (),
+    metavar: str | None = None,
 ) -> Any:
     """Declare one setting (a dataclass field).
 
@@ -99,7 +100,8 @@ def setting(
     :class:`SettingsError` that names the flag or environment variable the value came from.
     ``pairs`` makes a ``tuple[str, ...]`` a repeatable ``KEY=VALUE`` setting (module docstring);
     ``secret_key`` says which of its keys hold secrets, ``secret_elsewhere`` where else (besides
-    the variable) a refused secret entry may go. ``aliases`` are more names of the flag.
+    the variable) a refused secret entry may go. ``aliases`` are more names of the flag, ``metavar``
+    the word ``--help`` shows for its value.
     """
     meta = {
         "help": help,
@@ -112,6 +114,7 @@ def setting(
         "secret_key": secret_key,
         "secret_elsewhere": secret_elsewhere,
         "aliases": aliases,
+        "metavar": metavar,
     }
     if isinstance(default, list | dict | set):
         raise TypeError("settings defaults must be immutable (use a tuple)")
@@ -233,9 +236,10 @@ class Settings:
             if shown == "" or shown is None:
                 shown = "none"
             if meta["pairs"]:
+                text = f"{meta['help']} (repeatable; a variable holds one KEY=VALUE a line; env {env})"
                 parser.add_argument(
                     flag, *meta["aliases"], dest=f.name, action="append", default=None, metavar="KEY=VALUE",
-                    help=f"{meta['help']} (repeatable; env {env}, one KEY=VALUE a line)".replace("%", "%%"),
+                    help=text.replace("%", "%%"),
                 )  # fmt: skip
                 continue
             if kind is Secret:
@@ -260,7 +264,7 @@ class Settings:
                 continue
             # argparse compares choices with the raw string; the value is converted in from_args
             choices = tuple(str(c) for c in meta["choices"]) if meta["choices"] else None
-            metavar = f.name.upper() if not choices else None
+            metavar = (meta["metavar"] or f.name.upper()) if not choices else None
             parser.add_argument(
                 flag, dest=f.name, default=None, choices=choices, metavar=metavar, help=help_text
             )

@@ -75,6 +75,7 @@ class ConnectionSettings(Settings):
         "--command-config (OAUTHBEARER, GSSAPI, keystores, any client setting; docs/security.md)",
         flag="--kafka-config",
         env="BALLAST_KAFKA_CONFIG",
+        metavar="FILE",
     )
     kafka_properties: tuple[str, ...] = setting(
         (),

@@ -237,4 +237,4 @@ def test_help_of_a_pairs_setting_names_its_variable():
     Pairs.add_arguments(parser)
     text = " ".join(parser.format_help().split())
     assert "-X KEY=VALUE, --prop KEY=VALUE" in text
-    assert "client settings (repeatable; env DEMO_PROPS, one KEY=VALUE a line)" in text
+    assert "client settings (repeatable; a variable holds one KEY=VALUE a line; env DEMO_PROPS)" in text
