@@ -318,8 +318,9 @@ def merge_fields(given: Mapping[str, object], props: ClientProperties) -> dict[s
         if have and have != value:
             shown = "" if name in SECRET_FIELDS else f" ({have} and {value})"
             key = next(k for k, f in LIFTED.items() if f == name)
+            flag = "--bootstrap" if name == "bootstrap_servers" else f"--{name.replace('_', '-')}"
             raise ClientSettingError(
-                f"{key} is given twice, by --{name.replace('_', '-')} and by the client settings, "
+                f"{key} is given twice, by {flag} (or its variable) and by the client settings, "
                 f"and they disagree{shown}"
             )
         merged[name] = value

@@ -318,6 +318,14 @@ def test_a_setting_given_by_flag_and_file_must_agree(tmp_path):
         settings(tmp_path, TOOL_FILE, env={"BALLAST_SASL_PASSWORD": "other"})
 
 
+def test_the_files_bootstrap_servers_apply_when_no_flag_gives_them(tmp_path):
+    (tmp_path / "c.properties").write_text("bootstrap.servers=k1:9092,k2:9092\n")
+    s = ConnectionSettings.from_args(None, env={"BALLAST_KAFKA_CONFIG": str(tmp_path / "c.properties")})
+    assert s.kafka_config().bootstrap_servers == "k1:9092,k2:9092"
+    with pytest.raises(SettingsError, match=r"^bootstrap.servers is given twice, by --bootstrap \(or its"):
+        settings(tmp_path, "bootstrap.servers=k1:9092\n")  # the helper gives b:9093 by its variable
+
+
 def test_an_unreadable_file_is_a_usage_error(tmp_path):
     with pytest.raises(SettingsError, match=r"^--kafka-config /nonexistent/c.properties: cannot read it"):
         ConnectionSettings.from_args(None, env={"BALLAST_KAFKA_CONFIG": "/nonexistent/c.properties"})
