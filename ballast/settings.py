@@ -10,6 +10,13 @@ field, so they cannot drift apart, and ``--help`` lists every setting with its d
 Precedence is the usual one: flag, then environment, then default. A value that does not convert
 to the field's type is a :class:`SettingsError` (a user error: one line, exit code 2).
 
+A *pairs* setting (``pairs=True``, e.g. the connection's ``-X KEY=VALUE``) is a list of entries, not
+one value: its flag repeats, its variable holds one ``KEY=VALUE`` a line (blank and ``#`` lines
+skipped), and the two *merge*: the variable's entries, then the flags' (a key in both: the flag's).
+Why merge: a process that hands its settings to a child passes the secret entries in the variable
+and the others as flags (below); "flag replaces variable" would drop one half. Entries whose key
+``secret_key`` calls secret are :class:`Secret` values and are refused as flags.
+
 A :class:`Secret` (a password) comes from the environment or a file: ``--x-file PATH`` /
 ``X_FILE`` name a file holding it (a mounted secret); ``--x`` itself still works and warns, since
 a flag shows in ``ps``. Order: flag, its file, the variable, its file.
@@ -25,7 +32,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Self, get_type_hints
@@ -81,11 +88,20 @@ def setting(
     choices: tuple[Any, ...] | None = None,
     off_flag: str | None = None,
     minimum: float | None = None,
+    pairs: bool = False,
+    secret_key: Callable[[str], bool] | None = None,
+    secret_elsewhere: str = "",
+    aliases: tuple[str, ...] = (),
+    metavar: str | None = None,
 ) -> Any:
     """Declare one setting (a dataclass field).
 
     ``off_flag`` adds a flag that sets a bool to False; ``minimum`` rejects smaller numbers with a
     :class:`SettingsError` that names the flag or environment variable the value came from.
+    ``pairs`` makes a ``tuple[str, ...]`` a repeatable ``KEY=VALUE`` setting (module docstring);
+    ``secret_key`` says which of its keys hold secrets, ``secret_elsewhere`` where else (besides
+    the variable) a refused secret entry may go. ``aliases`` are more names of the flag, ``metavar``
+    the word ``--help`` shows for its value.
     """
     meta = {
         "help": help,
@@ -94,6 +110,11 @@ def setting(
         "choices": choices,
         "off_flag": off_flag,
         "minimum": minimum,
+        "pairs": pairs,
+        "secret_key": secret_key,
+        "secret_elsewhere": secret_elsewhere,
+        "aliases": aliases,
+        "metavar": metavar,
     }
     if isinstance(default, list | dict | set):
         raise TypeError("settings defaults must be immutable (use a tuple)")
@@ -132,6 +153,31 @@ def _convert(kind: Any, raw: Any) -> Any:
         item_kind = kind.__args__[0] if kind.__args__ else str
         return tuple(_convert(item_kind, x) for x in items if x != "")
     return str(raw)
+
+
+def split_pair(item: str, source: str) -> tuple[str, str]:
+    """``KEY=VALUE`` as (key, value); blanks around the key and before the value dropped, as a
+    properties file does (the value may hold spaces and ``=``)."""
+    key, sep, value = str(item).partition("=")
+    if not sep:
+        raise SettingsError(f"{source}: expected KEY=VALUE, got {key.strip()!r}")
+    if not key.strip():
+        raise SettingsError(f"{source}: expected KEY=VALUE, the key is empty")
+    return key.strip(), value.lstrip()
+
+
+def env_pairs(text: str, source: str) -> list[tuple[str, str]]:
+    """A pairs variable's entries: one ``KEY=VALUE`` a line, blank lines and ``#`` comments skipped."""
+    lines = (line.strip() for line in text.splitlines())
+    return [split_pair(line, source) for line in lines if line and not line.startswith("#")]
+
+
+def _pairs_value(meta: Mapping[str, Any], entries: Iterable[tuple[str, str]]) -> tuple[str, ...]:
+    """Entries merged (a later key wins), sorted by key (the order they came in means nothing), the
+    secret ones as :class:`Secret`."""
+    merged = dict(entries)
+    secret = meta["secret_key"] or (lambda _key: False)
+    return tuple((Secret if secret(k) else str)(f"{k}={v}") for k, v in sorted(merged.items()))
 
 
 @dataclass(frozen=True)
@@ -189,6 +235,13 @@ class Settings:
             shown = ",".join(default) if isinstance(default, tuple) else default
             if shown == "" or shown is None:
                 shown = "none"
+            if meta["pairs"]:
+                text = f"{meta['help']} (repeatable; a variable holds one KEY=VALUE a line; env {env})"
+                parser.add_argument(
+                    flag, *meta["aliases"], dest=f.name, action="append", default=None, metavar="KEY=VALUE",
+                    help=text.replace("%", "%%"),
+                )  # fmt: skip
+                continue
             if kind is Secret:
                 shown = "none; a flag shows in `ps` (warned): prefer the environment or a file"
                 parser.add_argument(
@@ -211,7 +264,7 @@ class Settings:
                 continue
             # argparse compares choices with the raw string; the value is converted in from_args
             choices = tuple(str(c) for c in meta["choices"]) if meta["choices"] else None
-            metavar = f.name.upper() if not choices else None
+            metavar = (meta["metavar"] or f.name.upper()) if not choices else None
             parser.add_argument(
                 flag, dest=f.name, default=None, choices=choices, metavar=metavar, help=help_text
             )
@@ -224,6 +277,9 @@ class Settings:
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
         for f, meta, kind in cls._settings():
+            if meta["pairs"]:
+                values[f.name] = cls._read_pairs(f.name, meta, args, env, given)
+                continue
             if f.name in given:
                 values[f.name] = given.pop(f.name)
                 continue
@@ -258,6 +314,38 @@ class Settings:
         except (TypeError, ValueError) as exc:
             raise SettingsError(str(exc)) from None
 
+    @classmethod
+    def _read_pairs(
+        cls,
+        name: str,
+        meta: Mapping[str, Any],
+        args: argparse.Namespace | None,
+        env: Mapping[str, str],
+        given: dict[str, Any],
+    ) -> tuple[str, ...]:
+        """A pairs setting: a keyword value, else the variable's entries then the flags'."""
+        flag, env_name = cls.flag_name(name), cls.env_name(name)
+        if name in given:
+            return _pairs_value(meta, (split_pair(item, name) for item in given.pop(name)))
+        entries = env_pairs(env.get(env_name, ""), env_name)
+        for item in (getattr(args, name, None) if args is not None else None) or ():
+            key, value = split_pair(item, flag)
+            if meta["secret_key"] is not None and meta["secret_key"](key):
+                elsewhere = f" or {meta['secret_elsewhere']}" if meta["secret_elsewhere"] else ""
+                raise SettingsError(
+                    f"{flag} {key}: a secret in a flag shows in `ps` to every user of this host; "
+                    f"give it in {env_name} (one KEY=VALUE a line){elsewhere}"
+                )
+            entries.append((key, value))
+        return _pairs_value(meta, entries)
+
+    @classmethod
+    def pairs(cls, name: str, items: Iterable[str]) -> tuple[str, ...]:
+        """``items`` as the pairs setting ``name`` holds them (merged, sorted, secrets wrapped): for
+        a group built in code, whose secret entries must be :class:`Secret` like parsed ones."""
+        meta = next(m for f, m, _ in cls._settings() if f.name == name)
+        return _pairs_value(meta, (split_pair(item, cls.flag_name(name)) for item in items))
+
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f, _, _ in self._settings()}
 
@@ -271,9 +359,12 @@ class Settings:
         command line. Secrets are left out: they go through :meth:`secret_env`.
         """
         argv: list[str] = []
-        for f, _meta, kind in self._settings():
+        for f, meta, kind in self._settings():
             value = getattr(self, f.name)
             flag = self.flag_name(f.name)
+            if meta["pairs"]:
+                argv += [a for item in value if not isinstance(item, Secret) for a in (flag, item)]
+                continue
             if kind is Secret:
                 continue
             if kind is bool:
@@ -285,9 +376,15 @@ class Settings:
         return argv
 
     def secret_env(self) -> dict[str, str]:
-        """The secrets that are set, as the environment variables that give them back."""
-        return {
-            self.env_name(f.name): str(getattr(self, f.name))
-            for f, _meta, kind in self._settings()
-            if kind is Secret and getattr(self, f.name)
-        }
+        """The secrets that are set, as the environment variables that give them back (a pairs
+        setting's secret entries, one a line, in its variable)."""
+        env = {}
+        for f, meta, kind in self._settings():
+            value = getattr(self, f.name)
+            if meta["pairs"]:
+                secret = [str(item) for item in value if isinstance(item, Secret)]
+                if secret:
+                    env[self.env_name(f.name)] = "\n".join(secret)
+            elif kind is Secret and value:
+                env[self.env_name(f.name)] = str(value)
+        return env

@@ -12,12 +12,20 @@ group: set once (flags or ``BALLAST_*`` variables), they reach every client a co
 librdkafka, Spark and faust alike. Passwords are :class:`~ballast.settings.Secret` settings: best
 given through the environment (a flag shows in ``ps``), never printed, and passed to child
 processes through their environment (:meth:`~ballast.settings.Settings.secret_env`).
+
+Any other client setting comes from ``--kafka-config FILE`` (Java properties, the file Kafka's own
+tools take as ``--command-config``) and ``-X KEY=VALUE`` (:mod:`ballast.kafka.properties`). Its
+connection keys (``security.protocol``, a PLAIN/SCRAM JAAS line …) fill the settings above that
+no flag or variable gave (a flag left at its default counts as not given); given both ways, they
+must agree. A child process gets the file's path, and the connection fields only where they did
+not come from the file, so the file's contents never reach a command line or an environment.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 from ballast.devstack.processes import pid_alive
 from ballast.devstack.security import ADMIN_USER, stack_connection
@@ -30,8 +38,15 @@ from ballast.kafka.configuration import (
     KafkaConfig,
     KafkaConnection,
 )
+from ballast.kafka.properties import SECRET_FIELDS, ClientProperties, is_secret, merge_fields
 from ballast.paths import DEFAULT_STATE_DIR
-from ballast.settings import Secret, Settings, setting
+from ballast.settings import Secret, Settings, setting, split_pair
+
+# the settings that are KafkaConnection fields of the same name (bootstrap is the odd one out)
+_FIELDS = (
+    "security_protocol", "sasl_mechanism", "sasl_username", "sasl_password", "ssl_ca_location",
+    "ssl_certificate_location", "ssl_key_location", "ssl_key_password",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -54,9 +69,31 @@ class ConnectionSettings(Settings):
     ssl_certificate_location: str = setting("", "PEM file of this client's certificate (TLS client auth)")
     ssl_key_location: str = setting("", "PEM file of this client's private key (TLS client auth)")
     ssl_key_password: Secret = setting(Secret(""), "password of the client's private key")
+    config_file: str = setting(
+        "",
+        "Java properties file of more Kafka client settings, by Java client name, like Kafka tools' "
+        "--command-config (OAUTHBEARER, GSSAPI, keystores, any client setting; docs/security.md)",
+        flag="--kafka-config",
+        env="BALLAST_KAFKA_CONFIG",
+        metavar="FILE",
+    )
+    kafka_properties: tuple[str, ...] = setting(
+        (),
+        "one more Kafka client setting, KEY=VALUE by Java client name (librdkafka.KEY / java.KEY: "
+        "that client family only); beats the --kafka-config file; secrets only in the file or variable",
+        flag="-X",
+        aliases=("--kafka-property",),
+        pairs=True,
+        secret_key=is_secret,
+        secret_elsewhere="the --kafka-config file",
+    )
 
     def __post_init__(self) -> None:
-        self.connection()  # contradictory security settings are a usage error before anything runs
+        # built in code too (of(), tests): its secret entries must be Secret, or to_argv shows them
+        object.__setattr__(self, "kafka_properties", self.pairs("kafka_properties", self.kafka_properties))
+        # contradictory security settings, an unreadable file, a setting Ballast owns or librdkafka
+        # cannot take: a usage error before anything runs (every command makes librdkafka clients)
+        self.connection().librdkafka()
 
     def bootstrap_servers(self) -> str:
         """Flag or env, then the recorded local stack, then 127.0.0.1:9092."""
@@ -68,28 +105,32 @@ class ConnectionSettings(Settings):
         except StackError:
             return DEFAULT_BOOTSTRAP
 
-    def connection(self) -> KafkaConnection:
-        stack_admin = self._stack_admin()
-        if stack_admin is not None:
-            return stack_admin
-        return KafkaConnection(
-            bootstrap_servers=self.bootstrap_servers(),
-            security_protocol=self.security_protocol,
-            sasl_mechanism=self.sasl_mechanism,
-            sasl_username=self.sasl_username,
-            sasl_password=self.sasl_password,
-            ssl_ca_location=self.ssl_ca_location,
-            ssl_certificate_location=self.ssl_certificate_location,
-            ssl_key_location=self.ssl_key_location,
-            ssl_key_password=self.ssl_key_password,
+    def client_properties(self) -> ClientProperties:
+        """The ``--kafka-config`` file and the ``-X`` entries, read and checked."""
+        return ClientProperties.load(
+            self.config_file, (split_pair(item, "-X") for item in self.kafka_properties)
         )
 
-    def _stack_admin(self) -> KafkaConnection | None:
+    def connection(self) -> KafkaConnection:
+        props = self.client_properties()
+        stack_admin = self._stack_admin(props)
+        if stack_admin is not None:
+            return stack_admin
+        defaults = {f.name: f.default for f in fields(self)}
+        given: dict[str, Any] = {n: getattr(self, n) for n in _FIELDS if getattr(self, n) != defaults[n]}
+        if self.bootstrap:
+            given["bootstrap_servers"] = self.bootstrap
+        merged = merge_fields(given, props)
+        merged.setdefault("bootstrap_servers", self.bootstrap_servers())
+        return KafkaConnection(**merged, properties=props)
+
+    def _stack_admin(self, props: ClientProperties) -> KafkaConnection | None:
         """A secured local stack's admin, when the address comes from its folder and no security is
         given: its folder holds the admin's password (mode 0600), as a kubeconfig holds a cluster's
-        admin credentials. A service the stack starts is given its own user instead."""
+        admin credentials. A service the stack starts is given its own user instead. Client settings
+        that name no part of the connection apply to the admin too."""
         given = self.security_protocol != "PLAINTEXT" or self.sasl_username or self.ssl_ca_location
-        if self.bootstrap or given:
+        if self.bootstrap or given or props.lifted:
             return None
         try:
             stack = StackState.load(self.state_dir)
@@ -97,7 +138,7 @@ class ConnectionSettings(Settings):
             return None
         if stack.security is None or not stack.nodes:
             return None
-        return stack_connection(stack, ADMIN_USER)
+        return replace(stack_connection(stack, ADMIN_USER), properties=props)
 
     def kafka_config(self, client_id: str = "ballast") -> KafkaConfig:
         return KafkaConfig(self.connection(), client_id)
@@ -130,17 +171,23 @@ class ConnectionSettings(Settings):
     @classmethod
     def of(cls, kafka: KafkaConfig, state_dir: Path | None = None) -> ConnectionSettings:
         """The settings that give ``kafka``'s connection back: how a process hands its connection to
-        the processes it starts (:meth:`to_argv` for the flags, :meth:`secret_env` for passwords)."""
-        c = kafka.connection
+        the processes it starts (:meth:`to_argv` for the flags, :meth:`secret_env` for passwords).
+
+        Client settings go back as the file's path and the ``-X`` entries; a connection field the
+        file (or an entry) set is left to it, so the file's contents travel in neither."""
+        c, props = kafka.connection, kafka.connection.properties
+        lifted = dict(props.lifted)
+
+        def own(name: str, value: Any, default: Any) -> Any:
+            return default if name in lifted and lifted[name] == value else value
+
+        values = {n: own(n, getattr(c, n), cls.__dataclass_fields__[n].default) for n in _FIELDS}
+        for name in SECRET_FIELDS:
+            values[name] = Secret(values[name])
         return cls(
-            bootstrap=c.bootstrap_servers,
+            bootstrap=own("bootstrap_servers", c.bootstrap_servers, ""),
             state_dir=state_dir or DEFAULT_STATE_DIR,
-            security_protocol=c.security_protocol,
-            sasl_mechanism=c.sasl_mechanism,
-            sasl_username=c.sasl_username,
-            sasl_password=c.sasl_password,
-            ssl_ca_location=c.ssl_ca_location,
-            ssl_certificate_location=c.ssl_certificate_location,
-            ssl_key_location=c.ssl_key_location,
-            ssl_key_password=c.ssl_key_password,
+            config_file=props.file,
+            kafka_properties=tuple(f"{k}={v}" for k, v in props.given),
+            **values,
         )

@@ -8,12 +8,15 @@ this question lacked the wait once). So the question has exactly one answer:
 
 :func:`require_broker` is the fast, quiet "is anybody there" check commands run first: without it,
 a client against a dead address retries for tens of seconds and prints hundreds of librdkafka
-"Connection refused" lines before a traceback.
+"Connection refused" lines before a traceback. Being the first librdkafka client a command makes,
+it is also where a client setting librdkafka does not know (``--kafka-config``, ``-X``) becomes
+one line naming it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -21,6 +24,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from ballast.kafka.configuration import KafkaConfig
+from ballast.kafka.properties import ClientSettingError
 from ballast.kafka.topics import TopicSpec, find_conflicts
 from ballast.waiting import WaitTimeout, wait_until
 
@@ -49,14 +53,35 @@ def require_broker(cfg: KafkaConfig, timeout: float = 5.0) -> None:
     """
     conf = cfg.admin(**{"log_level": 0, "socket.connection.setup.timeout.ms": int(timeout * 1000)})
     conf.pop("logger", None)
-    probe = AdminClient(conf)
+    _require_files(conf)
+    try:
+        probe = AdminClient(conf)
+    except KafkaException as exc:  # a property librdkafka does not know, or a value it refuses
+        settings = cfg.connection.properties
+        hint = f" ({settings.describe()})" if settings else ""
+        raise ClientSettingError(f"librdkafka refuses the client settings: {_reason(exc)}{hint}") from None
     try:
         probe.list_topics(timeout=timeout)
     except KafkaException as exc:
         raise BrokerUnreachable(
             f"no broker at {cfg.bootstrap_servers} — start one with `ballast stack up` or pass --bootstrap"
-            f" ({exc.args[0].str() if exc.args else exc})"
+            f" ({_reason(exc)})"
         ) from None
+
+
+def _require_files(conf: Mapping[str, object]) -> None:
+    """Every file a librdkafka property names exists. Why before the client: librdkafka (2.x, as
+    confluent-kafka 2.16 bundles it) aborts the whole process, instead of raising, when a client
+    with OIDC configured fails to start, e.g. on a CA file that is not there."""
+    for key in ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.keystore.location",
+                "ssl.crl.location", "sasl.kerberos.keytab"):  # fmt: skip
+        path = conf.get(key)
+        if path and path != "probe" and not os.path.exists(str(path)):
+            raise ClientSettingError(f"{key}: no such file: {path}")
+
+
+def _reason(exc: KafkaException) -> str:
+    return exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else str(exc)
 
 
 def partition_count(admin: AdminClient, topic: str, timeout: float = 15.0) -> int:

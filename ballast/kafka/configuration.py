@@ -11,8 +11,12 @@ Spark, so a SASL or TLS setting never reached Spark at all.
   (:meth:`~KafkaConnection.librdkafka`, :meth:`~KafkaConnection.java`, :meth:`~KafkaConnection.faust`).
   Passwords are :class:`~ballast.settings.Secret` values: their ``repr`` is ``'***'``, so printing a
   connection or any rendering of it (a dict, a faust credentials object) never shows them.
+  Its ``properties`` (:class:`~ballast.kafka.properties.ClientProperties`) are any other client
+  setting of the deployment (``--kafka-config FILE``, ``-X KEY=VALUE``), by Java name, translated
+  for each family by :mod:`ballast.kafka.property_table`.
 * :class:`ClientTuning`: librdkafka client behaviour; ``overrides`` carries any other librdkafka
-  property (dot.case) untouched, the way Quix Streams' ``ConnectionConfig`` does.
+  property (dot.case) untouched, the way Quix Streams' ``ConnectionConfig`` does: a code-level knob
+  (tests, benchmarks); users give settings through ``properties``.
 * :class:`KafkaConfig`: a connection, a client id and tuning; renders producer, consumer and admin
   dicts for confluent-kafka, and the options of Spark's Kafka source and sink (``kafka.``-prefixed,
   the same acks, idempotence and isolation as our own clients). Frozen and picklable, so Spark
@@ -21,8 +25,15 @@ Spark, so a SASL or TLS setting never reached Spark at all.
 Decisions: librdkafka takes TLS files by path (``ssl.ca.location`` …). Java takes the CA as a PEM
 truststore by path too (``ssl.truststore.type=PEM``), but a client certificate and key as PEM
 *contents* (``ssl.keystore.certificate.chain`` / ``ssl.keystore.key``), read here on the driver,
-so executors need only the CA file at the same path. SASL mechanisms are the ones all three
-clients speak with a username and password: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.
+so executors need only the CA file at the same path. SASL mechanisms with a username and password
+(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) are rendered for all three clients from the two fields;
+OAUTHBEARER and GSSAPI take their credentials from the client settings (a JAAS line, librdkafka's
+``sasl.oauthbearer.*`` / ``sasl.kerberos.*``), and faust speaks no OAUTHBEARER from settings.
+
+Order in a client's properties: the connection, then tuning, then the user's client settings (so
+``-X linger.ms=20`` beats the tuning default), then code's ``overrides`` and ``extra``. The settings
+cannot undo Ballast's invariants (acks, idempotence, isolation, auto-commit, group and transactional
+ids, the partitioner): :mod:`ballast.kafka.properties` refuses those keys outright.
 """
 
 from __future__ import annotations
@@ -33,7 +44,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from ballast.kafka import property_table
 from ballast.kafka.client_log import LIBRDKAFKA_LOGGER
+from ballast.kafka.properties import ClientProperties, ClientSettingError
 from ballast.settings import Secret
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -45,7 +58,8 @@ LIBRDKAFKA_MESSAGE_MAX_BYTES = 1_000_000
 KAFKA_JAVA_PARTITIONER = "murmur2_random"
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+PASSWORD_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_MECHANISMS = (*PASSWORD_MECHANISMS, "OAUTHBEARER", "GSSAPI")
 _JAAS_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
@@ -71,6 +85,7 @@ class KafkaConnection:
     ssl_certificate_location: str = ""
     ssl_key_location: str = ""
     ssl_key_password: Secret = Secret("")
+    properties: ClientProperties = field(default_factory=ClientProperties)
 
     def __post_init__(self) -> None:
         for name in ("sasl_password", "ssl_key_password"):
@@ -89,8 +104,14 @@ class KafkaConnection:
                     f"{self.security_protocol} needs a SASL mechanism, one of {', '.join(SASL_MECHANISMS)} "
                     f"(got {self.sasl_mechanism or 'none'})"
                 )
-            if not self.sasl_username or not self.sasl_password:
+            password = self.sasl_mechanism in PASSWORD_MECHANISMS
+            if password and (not self.sasl_username or not self.sasl_password):
                 raise ValueError(f"{self.security_protocol} needs a SASL username and password")
+            if not password and (self.sasl_username or self.sasl_password):
+                raise ValueError(
+                    f"{self.sasl_mechanism} takes no SASL username or password: its credentials are "
+                    "client settings (sasl.jaas.config, librdkafka's sasl.oauthbearer.* or sasl.kerberos.*)"
+                )
         elif self.sasl_mechanism or self.sasl_username or self.sasl_password:
             raise ValueError(
                 f"SASL settings given, but the security protocol is {self.security_protocol} "
@@ -117,8 +138,9 @@ class KafkaConnection:
         """One line for logs: the servers and how we authenticate, never a secret."""
         how = self.security_protocol
         if self.sasl:
-            how += f" {self.sasl_mechanism} as {self.sasl_username}"
-        return f"{self.bootstrap_servers} ({how})"
+            how += f" {self.sasl_mechanism}" + (f" as {self.sasl_username}" if self.sasl_username else "")
+        more = self.properties.describe()
+        return f"{self.bootstrap_servers} ({how}{'; ' + more if more else ''})"
 
     # --- renderings ---------------------------------------------------------------------------
 
@@ -129,6 +151,7 @@ class KafkaConnection:
             conf["security.protocol"] = self.security_protocol
         if self.sasl:
             conf["sasl.mechanism"] = self.sasl_mechanism
+        if self.sasl_username:
             conf["sasl.username"] = self.sasl_username
             conf["sasl.password"] = self.sasl_password
         if self.ssl_ca_location:
@@ -138,7 +161,7 @@ class KafkaConnection:
             conf["ssl.key.location"] = self.ssl_key_location
         if self.ssl_key_password:
             conf["ssl.key.password"] = self.ssl_key_password
-        return conf
+        return conf | property_table.librdkafka(self.properties)
 
     def java(self) -> dict[str, Any]:
         """Java client properties of the connection (Spark's source and sink add ``kafka.``)."""
@@ -147,6 +170,7 @@ class KafkaConnection:
             conf["security.protocol"] = self.security_protocol
         if self.sasl:
             conf["sasl.mechanism"] = self.sasl_mechanism
+        if self.sasl_username:
             conf["sasl.jaas.config"] = Secret(
                 f"{_JAAS_MODULES[self.sasl_mechanism]} required "
                 f"username={_jaas_quote(self.sasl_username)} password={_jaas_quote(self.sasl_password)};"
@@ -158,18 +182,32 @@ class KafkaConnection:
             conf["ssl.keystore.type"] = "PEM"
             conf["ssl.keystore.certificate.chain"] = Path(self.ssl_certificate_location).read_text()
             conf["ssl.keystore.key"] = Secret(Path(self.ssl_key_location).read_text())
-            if self.ssl_key_password:
-                conf["ssl.key.password"] = self.ssl_key_password
-        return conf
+        keystore = self.ssl_certificate_location or any(
+            k.startswith("ssl.keystore.") for k, _ in self.properties.entries
+        )
+        if self.ssl_key_password and keystore:
+            conf["ssl.key.password"] = self.ssl_key_password
+        return conf | property_table.java(self.properties)
 
     def faust(self) -> dict[str, Any]:
-        """``faust.App`` settings of the connection: ``broker`` and ``broker_credentials``."""
-        from faust.auth import SASLCredentials, SSLCredentials
+        """``faust.App`` settings of the connection: ``broker``, ``broker_credentials`` and what the
+        client settings translate to (:func:`~ballast.kafka.property_table.faust`)."""
+        from faust.auth import GSSAPICredentials, SASLCredentials, SSLCredentials
 
+        if self.sasl_mechanism == "OAUTHBEARER":
+            raise ClientSettingError(
+                f"sasl.mechanism OAUTHBEARER: {property_table.FAUST} takes OAuth tokens from a Python "
+                "token provider, not from settings; the shedder cannot run on this connection"
+            )
+        options = property_table.faust(self.properties)
         broker = ";".join(f"kafka://{server.strip()}" for server in self.bootstrap_servers.split(","))
-        context = self._ssl_context() if self.tls else None
+        context = self._ssl_context(options) if self.tls else None
         credentials: Any = None
-        if self.sasl:
+        if self.sasl_mechanism == "GSSAPI":  # Kerberos login: the ticket cache (kinit) or KRB5_CLIENT_KTNAME
+            credentials = GSSAPICredentials(
+                kerberos_service_name=options.kerberos_service_name, ssl_context=context
+            )
+        elif self.sasl:
             credentials = SASLCredentials(
                 username=self.sasl_username,
                 password=self.sasl_password,
@@ -178,16 +216,19 @@ class KafkaConnection:
             )
         elif context is not None:
             credentials = SSLCredentials(context)
-        return {"broker": broker, "broker_credentials": credentials}
+        return {"broker": broker, "broker_credentials": credentials, **options.settings}
 
-    def _ssl_context(self) -> Any:
+    def _ssl_context(self, options: property_table.FaustOptions) -> Any:
         import ssl
 
-        context = ssl.create_default_context(cafile=self.ssl_ca_location or None)
+        context = ssl.create_default_context(cafile=self.ssl_ca_location or None, cadata=options.cadata)
+        context.check_hostname = options.check_hostname
         if self.ssl_certificate_location:
             context.load_cert_chain(
                 self.ssl_certificate_location, self.ssl_key_location, self.ssl_key_password or None
             )
+        elif options.certfile:
+            context.load_cert_chain(options.certfile, None, self.ssl_key_password or None)
         return context
 
 
@@ -259,9 +300,14 @@ class KafkaConfig:
     def common(self) -> dict[str, Any]:
         return self.connection.librdkafka() | {"client.id": self.client_id, "logger": LIBRDKAFKA_LOGGER}
 
+    def _librdkafka(self, behaviour: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+        """Connection, then tuning, then the user's client settings, then code's overrides (docstring)."""
+        settings = property_table.librdkafka(self.connection.properties)
+        return self.common() | dict(behaviour) | settings | dict(self.tuning.overrides) | dict(extra)
+
     def producer(self, **extra: Any) -> dict[str, Any]:
         t = self.tuning
-        conf = self.common() | {
+        behaviour = {
             "acks": t.acks,
             "enable.idempotence": t.enable_idempotence,
             "linger.ms": t.linger_ms,
@@ -269,26 +315,28 @@ class KafkaConfig:
             "compression.type": t.compression_type,
             "partitioner": t.partitioner,
         }
-        return conf | dict(t.overrides) | extra
+        return self._librdkafka(behaviour, extra)
 
     def consumer(self, group_id: str, **extra: Any) -> dict[str, Any]:
         t = self.tuning
-        conf = self.common() | {
+        behaviour = {
             "group.id": group_id,
             "auto.offset.reset": t.auto_offset_reset,
             "isolation.level": t.isolation_level,
             "enable.auto.commit": False,
             "enable.partition.eof": False,
         }
-        return conf | dict(t.overrides) | extra
+        return self._librdkafka(behaviour, extra)
 
     def admin(self, **extra: Any) -> dict[str, Any]:
-        return self.common() | dict(self.tuning.overrides) | extra
+        return self._librdkafka({}, extra)
 
     # --- Spark's Kafka source and sink ----------------------------------------------------------
 
     def _spark(self, props: Mapping[str, Any]) -> dict[str, Any]:
-        return {f"kafka.{k}": v for k, v in (self.connection.java() | dict(props)).items()}
+        """Connection, then tuning, then the user's client settings (as for librdkafka)."""
+        settings = property_table.java(self.connection.properties)
+        return {f"kafka.{k}": v for k, v in (self.connection.java() | dict(props) | settings).items()}
 
     def spark_source_options(self) -> dict[str, Any]:
         """``spark.readStream.format("kafka")`` options: the connection, read_committed like ours."""

@@ -55,6 +55,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     layout = LayoutSettings.from_args(args).layout()
     settings = settings.resolved(layout.prefix)  # its id and the routers' group, from the prefix
     kafka = ConnectionSettings.from_args(args).checked_kafka_config(settings.shedder_id)
+    kafka.connection.faust()  # a client setting faust cannot take: one line before anything starts
     return run(kafka, layout, settings, policy, streams)
 
 

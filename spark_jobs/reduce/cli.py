@@ -5,6 +5,11 @@
 connector jars (:mod:`spark_jobs.submit`); the driver runs this module's ``run`` with the settings
 ``submit`` resolved (flags and environment), plus the master, so both sides agree on everything.
 The master defaults to the local stack's cluster (``ballast stack up --spark``).
+
+Client settings (``--kafka-config FILE``, ``-X``) reach the driver as the file's path and the
+entries (secret ones by environment); the executors get the driver's resolved ``KafkaConfig``
+pickled with the job, so they read no file, but a *path* a setting names (a keystore, a CA)
+must exist on them too.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings, connection = resolved_settings(args)
     layout = LayoutSettings.from_args(args).layout()
     kafka = connection.checked_kafka_config("ballast-reduce")
+    kafka.spark_sink_options()  # a client setting Spark's Java client cannot take: one line, before Spark
     workers = _routed_partitions(kafka, layout)
     routed = layout.name("routed")
     # what is known before Spark starts is compared now: a wrong start fails in a second
@@ -78,6 +84,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     master = submit.master or master_url_from_state(connection.state_dir)
     settings = replace(settings, master=master)
     kafka = connection.checked_kafka_config("ballast-reduce")
+    kafka.spark_sink_options()  # as in cmd_run: refused before spark-submit starts anything
     # the driver connects as this command does: the resolved connection as flags, secrets by environment
     resolved = ConnectionSettings.of(kafka, connection.state_dir)
     app_args = [

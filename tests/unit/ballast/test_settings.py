@@ -190,3 +190,51 @@ def test_a_secret_comes_from_a_file_or_the_environment_and_a_flag_warns(tmp_path
     assert "--sasl-password shows in `ps`" in warned and "on-the-line" not in warned
     with pytest.raises(SettingsError, match="BALLAST_SSL_KEY_PASSWORD_FILE: cannot read"):
         parse([], {"BALLAST_SSL_KEY_PASSWORD_FILE": str(tmp_path / "missing")}, ConnectionSettings)
+
+
+@dataclass(frozen=True)
+class Pairs(Settings):
+    ENV_PREFIX: ClassVar[str] = "DEMO_"
+
+    props: tuple[str, ...] = setting(
+        (), "client settings", flag="-X", aliases=("--prop",), pairs=True,
+        secret_key=lambda key: key.endswith("password"), secret_elsewhere="a file",
+    )  # fmt: skip
+
+
+def test_pairs_merge_the_variable_then_the_flags_and_a_key_in_both_takes_the_flag():
+    env = {"DEMO_PROPS": "# a comment\na.b=1\n\n  c.d = two words \nz=env\n"}
+    s = parse(["-X", "z=flag", "--prop", "e=x=y"], env, cls=Pairs)
+    assert s.props == ("a.b=1", "c.d=two words", "e=x=y", "z=flag")  # sorted by key; '=' in a value kept
+    assert parse([], {}, cls=Pairs).props == ()
+
+
+def test_a_secret_pair_is_refused_as_a_flag_and_travels_by_the_variable():
+    refused = r"^-X db.password: a secret in a flag shows in `ps`.*DEMO_PROPS.*a file$"
+    with pytest.raises(SettingsError, match=refused):
+        parse(["-X", "db.password=hunter2"], cls=Pairs)
+    s = parse(["-X", "a=1"], {"DEMO_PROPS": "db.password=hunter2"}, cls=Pairs)
+    assert "hunter2" not in repr(s) and "hunter2" not in " ".join(s.to_argv())
+    assert s.to_argv() == ["-X", "a=1"] and s.secret_env() == {"DEMO_PROPS": "db.password=hunter2"}
+    again = parse(s.to_argv(), s.secret_env(), cls=Pairs)
+    assert again == s and [type(p).__name__ for p in again.props] == ["str", "Secret"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-X", "novalue"], r"^-X: expected KEY=VALUE, got 'novalue'$"),
+        (["-X", "=v"], r"^-X: expected KEY=VALUE, the key is empty$"),
+    ],
+)
+def test_a_pair_without_a_key_or_equals_sign_is_a_usage_error(argv, message):
+    with pytest.raises(SettingsError, match=message):
+        parse(argv, cls=Pairs)
+
+
+def test_help_of_a_pairs_setting_names_its_variable():
+    parser = argparse.ArgumentParser()
+    Pairs.add_arguments(parser)
+    text = " ".join(parser.format_help().split())
+    assert "-X KEY=VALUE, --prop KEY=VALUE" in text
+    assert "client settings (repeatable; a variable holds one KEY=VALUE a line; env DEMO_PROPS)" in text

@@ -1,5 +1,5 @@
-"""One connection, three renderings: a SASL setting reaches librdkafka, Spark and faust, and no
-rendering, repr or child-process argv shows the password."""
+"""One connection, three renderings: a SASL setting and a pass-through client setting (``-X``)
+reach librdkafka, Spark and faust, and no rendering, repr or child-process argv shows the password."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ ENV = {
     "BALLAST_SASL_MECHANISM": "SCRAM-SHA-512",
     "BALLAST_SASL_USERNAME": "alice",
     "BALLAST_SASL_PASSWORD": PASSWORD,
+    # a client setting beyond the flags, by its Java name: passed through to every client family
+    "BALLAST_KAFKA_PROPERTIES": "request.timeout.ms=45000",
 }
 
 
@@ -34,6 +36,7 @@ def test_one_sasl_setting_reaches_librdkafka():
         assert conf["security.protocol"] == "SASL_PLAINTEXT"
         assert conf["sasl.mechanism"] == "SCRAM-SHA-512"
         assert (conf["sasl.username"], str(conf["sasl.password"])) == ("alice", PASSWORD)
+        assert conf["request.timeout.ms"] == "45000"
 
 
 def test_one_sasl_setting_reaches_spark_source_sink_and_executors():
@@ -47,6 +50,7 @@ def test_one_sasl_setting_reaches_spark_source_sink_and_executors():
         assert options["kafka.security.protocol"] == "SASL_PLAINTEXT"
         assert options["kafka.sasl.mechanism"] == "SCRAM-SHA-512"
         assert str(options["kafka.sasl.jaas.config"]) == jaas
+        assert options["kafka.request.timeout.ms"] == "45000"
     assert cfg.spark_source_options()["kafka.isolation.level"] == "read_committed"
     sink = cfg.spark_sink_options()
     assert (sink["kafka.acks"], sink["kafka.enable.idempotence"]) == ("all", "true")
@@ -63,6 +67,8 @@ def test_one_sasl_setting_reaches_faust():
     creds = settings["broker_credentials"]
     assert (creds.username, creds.password) == ("alice", PASSWORD)
     assert creds.mechanism.value == "SCRAM-SHA-512" and creds.protocol.value == "SASL_PLAINTEXT"
+    # aiokafka's request timeout is in seconds, set for faust's consumer and producer alike
+    assert (settings["broker_request_timeout"], settings["producer_request_timeout"]) == (45.0, 45.0)
 
 
 def test_no_rendering_prints_the_password():
@@ -95,6 +101,7 @@ def test_a_child_process_gets_the_secret_through_its_environment_only():
     assert "--sasl-password" not in argv and "--sasl-username" in argv
     env = settings.secret_env()
     assert env == {"BALLAST_SASL_PASSWORD": PASSWORD}
+    assert argv[-2:] == ["-X", "request.timeout.ms=45000"]  # a plain client setting is a flag
     parser = argparse.ArgumentParser()
     ConnectionSettings.add_arguments(parser)
     again = ConnectionSettings.from_args(parser.parse_args(argv), env=env)
@@ -144,7 +151,16 @@ def test_tls_renders_files_for_librdkafka_and_pem_for_java(tmp_path):
             {"BALLAST_SECURITY_PROTOCOL": "SSL", "BALLAST_SSL_CERTIFICATE_LOCATION": "/c.pem"},
             "needs its key",
         ),
-        ({"BALLAST_SASL_MECHANISM": "GSSAPI"}, "BALLAST_SASL_MECHANISM"),
+        ({"BALLAST_SASL_MECHANISM": "AWS_MSK_IAM"}, "BALLAST_SASL_MECHANISM"),
+        ({"BALLAST_SASL_MECHANISM": "GSSAPI"}, "security protocol is PLAINTEXT"),
+        (
+            {
+                "BALLAST_SECURITY_PROTOCOL": "SASL_SSL",
+                "BALLAST_SASL_MECHANISM": "OAUTHBEARER",
+                "BALLAST_SASL_USERNAME": "bob",
+            },
+            "OAUTHBEARER takes no SASL username or password",
+        ),
     ],
 )
 def test_contradictory_security_settings_are_a_usage_error(env, message):
