@@ -12,7 +12,7 @@ Ballast runs two ways, and every location below says which it is meant for:
 
 What a wheel cannot carry is the Java side: the Kafka broker and Connect jars (``ballast stack
 up``, ``ballast connect``) and Spark's Kafka and Avro connectors (``ballast reduce``) are resolved by
-Maven from ``deploy/maven/*/pom.xml`` (``make setup``), about 150 MB, with a JDK and Maven to do it.
+Maven from ``deploy/maven/*/pom.xml`` (``make setup``; about 65 MB), with a JDK and Maven to do it.
 An installed ``ballast`` finds them through the one knob here, ``--jars-dir`` / ``BALLAST_JARS_DIR``
 (:class:`JarSettings`), and says so in one line when they are missing. Everything else that runs
 against your own Kafka (routers, controller, shedder, topics, status) needs no file of a checkout.
