@@ -6,7 +6,7 @@ Wire format (Avro 1.12 spec, "Single-object encoding")::
           | Avro binary body
 
 Why this and not a registry: a consumer finds the writer schema from the 10-byte header alone,
-without a schema-registry server; every Ballast process ships the schemas it may meet (``schemas/``
+without a schema-registry server; every Ballast process ships the schemas it may meet (``ballast/schemas/``
 plus any older versions registered in the :class:`SchemaStore`), and decodes with Avro's
 reader/writer resolution, so fields can be added with defaults without breaking old readers.
 
@@ -177,7 +177,7 @@ _DEFAULT_STORE: SchemaStore | None = None
 
 
 def default_store() -> SchemaStore:
-    """The schemas shipped in ``schemas/`` (loaded once per process)."""
+    """The schemas shipped in ``ballast/schemas/`` (loaded once per process)."""
     global _DEFAULT_STORE
     if _DEFAULT_STORE is None:
         _DEFAULT_STORE = SchemaStore.from_dir()

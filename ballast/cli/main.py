@@ -13,7 +13,12 @@ environment variable and its default, and ``-h`` lists all three. Without ``--bo
 Errors a user can act on are one line, ``error: ...``, on stderr: exit code 2 for bad input (a flag's
 value, a worker id, a conflicting topic, flags that contradict the control log's genesis), 1 for the
 environment (no broker, a stack or Connect that fails, a missing topic or genesis). ``--debug`` shows
-the traceback instead.
+the traceback instead. A command whose optional dependency is not installed (``pip install ballast``
+without ``[spark]``) says which extra brings it, whether its flags or its run need it, and the
+other commands work (:mod:`ballast.cli.commands`).
+
+Two flags belong to ``ballast`` itself, before the command: ``--version``, and ``--jars-dir``, the
+folder of the Maven-resolved jars (:class:`ballast.paths.JarSettings`; a pip install has none).
 """
 
 from __future__ import annotations
@@ -21,13 +26,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import faulthandler
+import os
 import signal
 import sys
 import traceback
 from dataclasses import dataclass
 
-from ballast.cli.commands import registered_commands
+from ballast import __version__
+from ballast.cli.commands import missing_dependency, registered_commands
 from ballast.cli.console import EnvironmentProblem, UsageError
+from ballast.paths import JarSettings
 from ballast.settings import Settings, SettingsError, setting
 
 
@@ -55,7 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
         "exit code 2 for bad input, 1 for the environment (no broker, a failing stack); --debug shows "
         "the traceback.",
     )
+    parser.add_argument("--version", action="version", version=f"ballast {__version__}")
     CliSettings.add_arguments(parser)
+    JarSettings.add_arguments(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     for command in registered_commands():
@@ -90,6 +100,15 @@ def exit_code(exc: BaseException) -> int | None:
     return 1 if isinstance(exc, environment) else None
 
 
+def export_jars_dir(args: argparse.Namespace) -> None:
+    """``--jars-dir`` as ``BALLAST_JARS_DIR``: :func:`ballast.paths.jar_dir` reads it wherever the
+    jars are needed, in this process and in every process it starts (brokers, services, the
+    reduce's driver under spark-submit), so the flag is passed through nothing."""
+    given = getattr(args, "jars_dir", None)
+    if given is not None:
+        os.environ[JarSettings.env_name("jars_dir")] = os.path.abspath(given)
+
+
 def main(argv: list[str] | None = None) -> int:
     # `kill -USR1 <pid>` writes every thread's stack to stderr (a service's log) and goes on: how a
     # service that stopped making progress without a word is looked into (the fault campaign does)
@@ -98,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         debug = CliSettings.from_args(args).debug
+        export_jars_dir(args)
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -108,8 +128,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:
         code = exit_code(exc)
+        missing = missing_dependency(exc)  # an optional dependency imported when the command runs
         if debug:
             traceback.print_exc()
+        elif missing is not None:
+            print(f"error: `ballast {args.command}` {missing}", file=sys.stderr)
+            return 1
         elif code is None:
             print(f"error: {type(exc).__name__}: {exc} (run with --debug for the traceback)", file=sys.stderr)
         else:

@@ -41,7 +41,7 @@ class NoControllerError(RuntimeError):
 
 @dataclass(frozen=True)
 class Response:
-    """The controller's answer (see ``schemas/control_response.avsc``)."""
+    """The controller's answer (see ``ballast/schemas/control_response.avsc``)."""
 
     request_id: str
     accepted: bool

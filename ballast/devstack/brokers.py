@@ -26,7 +26,7 @@ from ballast.devstack.processes import (
 )
 from ballast.devstack.security import ADMIN_USER, BROKER_PRINCIPAL
 from ballast.devstack.state import LOOPBACK, NodeState, SecurityState, StackError, StackState
-from ballast.paths import DEPLOY_DIR, classpath
+from ballast.paths import STACK_CONF_DIR, classpath
 from ballast.waiting import WaitTimeout, wait_until
 
 
@@ -91,7 +91,7 @@ def write_broker_config(
             "protocol_map": "CLIENT:SASL_SSL,INTERNAL:SSL,CONTROLLER:SSL",
         }
     render_template(
-        DEPLOY_DIR / "kafka" / "server.properties.tmpl",
+        STACK_CONF_DIR / "kafka" / "server.properties.tmpl",
         Path(node.config),
         node_id=node.node_id,
         voters=voters,
@@ -103,7 +103,7 @@ def write_broker_config(
     if security is not None:
         fragment = Path(node.config).with_suffix(".security")
         render_template(
-            DEPLOY_DIR / "kafka" / "security.properties.tmpl",
+            STACK_CONF_DIR / "kafka" / "security.properties.tmpl",
             fragment,
             keystore=security.broker_keystore,
             truststore=security.ca,

@@ -230,7 +230,9 @@ class ConnectSettings(Settings):
     ENV_PREFIX: ClassVar[str] = "BALLAST_CONNECT_"
 
     url: str = setting("", "Kafka Connect REST URL (none: the local stack's worker in --state-dir)")
-    name: str = setting("", "connector name (none: the name in deploy/connect/file-source.json)")
+    name: str = setting(
+        "", "connector name (none: the name in ballast/devstack/conf/connect/file-source.json)"
+    )
     timeout: float = setting(120.0, "seconds --wait waits for every line to arrive", minimum=1)
 
 

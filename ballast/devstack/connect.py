@@ -1,8 +1,8 @@
 """A small client for the Kafka Connect REST API, and the FileStreamSource loader.
 
 Why not a library: we need four calls (root, PUT config, GET status, DELETE), and urllib keeps the
-dependency list short. The connector config lives in ``deploy/connect/file-source.json`` so users see
-exactly what Ballast submits.
+dependency list short. The connector config lives in ``ballast/devstack/conf/connect/file-source.json``
+(package data) so users see exactly what Ballast submits.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from ballast.paths import DEPLOY_DIR
+from ballast.paths import STACK_CONF_DIR
 from ballast.waiting import WaitTimeout, wait_until
 
-FILE_SOURCE_TEMPLATE = DEPLOY_DIR / "connect" / "file-source.json"
+FILE_SOURCE_TEMPLATE = STACK_CONF_DIR / "connect" / "file-source.json"
 
 
 class ConnectError(RuntimeError):
@@ -77,7 +77,7 @@ def wait_for_connect(
 
 
 def file_source_config(file: str | Path, topic: str, name: str | None = None) -> tuple[str, dict[str, str]]:
-    """Fill deploy/connect/file-source.json for one file and topic; returns (name, config)."""
+    """Fill ballast/devstack/conf/connect/file-source.json for one file and topic; returns (name, config)."""
     rendered = Template(FILE_SOURCE_TEMPLATE.read_text()).substitute(
         file=str(Path(file).resolve()), topic=topic
     )

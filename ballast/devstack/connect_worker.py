@@ -2,7 +2,7 @@
 
 Why apart from :mod:`ballast.devstack.connect`: that module talks to a running worker over REST
 (any worker, ours or a user's); this one starts ours. The worker's config comes from
-``deploy/connect/connect-distributed.properties.tmpl``.
+``ballast/devstack/conf/connect/connect-distributed.properties.tmpl``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ballast.devstack.jvm import StackSettings, launch_java
 from ballast.devstack.processes import Progress, free_port, pid_alive, quiet, render_template
 from ballast.devstack.security import stack_admin, stack_connection
 from ballast.devstack.state import ConnectState, StackState
-from ballast.paths import DEPLOY_DIR, classpath
+from ballast.paths import STACK_CONF_DIR, classpath
 
 CONNECT_USER = "connect"
 CONNECT_GROUP = "ballast-connect"  # the template's group.id and topic names
@@ -65,7 +65,7 @@ def start_connect(
         log=str(connect_dir / "connect.log"),
     )
     render_template(
-        DEPLOY_DIR / "connect" / "connect-distributed.properties.tmpl",
+        STACK_CONF_DIR / "connect" / "connect-distributed.properties.tmpl",
         Path(cs.config),
         bootstrap=state.bootstrap,
         rest_port=cs.rest_port,

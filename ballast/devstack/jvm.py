@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ballast.devstack.state import StackError
-from ballast.paths import DEPLOY_DIR
+from ballast.paths import STACK_CONF_DIR
 from ballast.settings import Settings, setting
 
 
@@ -37,7 +37,7 @@ def launch_java(
         "-Xms128m",
         "-XX:+UseG1GC",
         "-Djava.awt.headless=true",
-        f"-Dlog4j2.configurationFile={DEPLOY_DIR / 'log4j2.properties'}",
+        f"-Dlog4j2.configurationFile={STACK_CONF_DIR / 'log4j2.properties'}",
         "-cp",
         cp,
         main,

@@ -1,4 +1,4 @@
-"""Typed bodies of the ``MetricsRecord`` union (``schemas/metrics.avsc``), one dataclass per branch.
+"""Typed bodies of the ``MetricsRecord`` union (``ballast/schemas/metrics.avsc``), one dataclass per branch.
 
 Why types and not the decoded dicts: every reader used to pick the same fields out of nested
 dicts by their string names (``rec["body"][1]["worker_records"]``), each with its own idea of

@@ -6,12 +6,12 @@ the current schema as if it had written every value, an older version's value fa
 became a ``malformed`` dead letter: its markers never advanced the frontier, so no migration
 finished until every writer was upgraded.
 
-Each version registered in the :class:`~ballast.avro.codec.SchemaStore` (``schemas/`` and
-``schemas/previous/``) is recognised by its 10-byte single-object header (magic and fingerprint)
+Each version registered in the :class:`~ballast.avro.codec.SchemaStore` (``ballast/schemas/`` and
+``ballast/schemas/previous/``) is recognised by its 10-byte single-object header (magic and fingerprint)
 and decoded by ``from_avro`` with its own schema as the writer's and the current one as the
 reader's (the ``avroSchema`` option: Avro's own reader/writer resolution, in the JVM, so a field
 the writer lacks reads as its default and the column has the current shape whatever the version).
-A version added to ``schemas/previous`` is read with no change here; one the current schema cannot
+A version added to ``ballast/schemas/previous`` is read with no change here; one the current schema cannot
 read is refused when the query is built (:func:`check_readable`), not record by record.
 
 Cost, measured (docs/reduce.md, "Envelope versions"): a record of the current version pays one
@@ -38,7 +38,7 @@ def check_readable(versions: Sequence[SchemaVersion]) -> None:
     """Raise :class:`UnreadableVersion` unless the first (current) version reads every other one.
 
     Why here: Spark's decoder would answer such a version's every record with nulls (a dead letter
-    each); a version that cannot be read is a mistake in ``schemas/previous``, found at the start."""
+    each); a version that cannot be read is a mistake in ``ballast/schemas/previous``, found at the start."""
     import avro.schema
     from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
 

@@ -344,7 +344,7 @@ def test_dockerfile_runs_ballast_with_the_pinned_requirements():
     assert "requirements-dev" not in runs, "the image installs the test and lint tools"
     assert "openjdk-17-jre-headless" in runs, "no JRE 17 for pyspark"
     assert re.search(r"pip install .*-e \.", runs), (
-        "the project is not installed editable: ballast.paths finds schemas/ and the jars in the tree"
+        "the project is not installed editable: ballast.paths finds the jars in the tree's .cache/jars"
     )
     pom = "deploy/maven/spark/pom.xml"
     assert any(pom in c for c in copies) and (PROJECT_ROOT / pom).is_file(), f"Spark's jars not from {pom}"

@@ -3,7 +3,7 @@
 Why a checker of its own: the Spark job will ship a key's state for epoch e once every input
 partition has delivered a marker >= e into its routed partition. That is only safe if the routed
 topic keeps promises the router's own code cannot vouch for, so this module decodes the topic with
-fastavro straight from ``schemas/routed_envelope.avsc`` (no Ballast codec, no router import) and
+fastavro straight from ``ballast/schemas/routed_envelope.avsc`` (no Ballast codec, no router import) and
 checks, for every routed partition W and every input partition p:
 
 * every data record from p is preceded in W by a marker covering p (``unannounced`` otherwise);
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import fastavro
 
-SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schemas" / "routed_envelope.avsc"
+SCHEMA_FILE = Path(__file__).resolve().parents[2] / "ballast" / "schemas" / "routed_envelope.avsc"
 _PARSED = fastavro.parse_schema(json.loads(SCHEMA_FILE.read_text()))
 HEADER = 10  # C3 01 + 8-byte fingerprint (single-object encoding)
 

@@ -50,7 +50,7 @@ def aggregate_rows_v1(
 
 # --- RoutedEnvelope values of every released version ----------------------------------------------
 
-# every release's version: those kept in schemas/previous/, then the current one (schemas/)
+# every release's version: those kept in ballast/schemas/previous/, then the current one (ballast/schemas/)
 _PREVIOUS = sorted(
     int(p.stem.rpartition(".v")[2]) for p in (SCHEMAS_DIR / "previous").glob("routed_envelope.v*.avsc")
 )

@@ -289,7 +289,7 @@ def test_schema_version_identity_is_its_canonical_form():
 
 
 def test_records_of_the_previous_release_decode_with_the_new_fields_defaulted():
-    """``schemas/previous`` keeps every released writer version: an EpochMarker written before
+    """``ballast/schemas/previous`` keeps every released writer version: an EpochMarker written before
     markers stated the input partitions they cover decodes with ``covers = []``."""
     old_schema = json.loads((SCHEMAS_DIR / "previous" / "routed_envelope.v1.avsc").read_text())
     old_codec = AvroCodec("io.ballast.RoutedEnvelope", SchemaStore([SchemaVersion.from_json(old_schema)]))

@@ -21,7 +21,7 @@ from services.controller.pacing import (
 
 pytestmark = pytest.mark.unit
 
-SCHEMA = Path(__file__).resolve().parents[4] / "schemas" / "control_event.avsc"
+SCHEMA = Path(__file__).resolve().parents[4] / "ballast" / "schemas" / "control_event.avsc"
 
 
 def moves(*sizes: int) -> list[KeyMove]:
