@@ -31,7 +31,7 @@ def resolved_settings(args: argparse.Namespace, **given: object) -> tuple[Reduce
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from spark_jobs.reduce.checkpoint import Manifest, check, claim
+    from spark_jobs.reduce.checkpoint import Manifest, check, claim, local_folder
     from spark_jobs.reduce.runner import job_spec, run_job, stop_spark
     from spark_jobs.session import SPARK_CONF, local_spark
 
@@ -44,8 +44,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     known = Manifest(settings.job_id, routed, workers, (), settings.processor)
     check(settings.checkpoint, known, ignore=("labels",))
     spark_log = settings.spark_log if str(settings.spark_log) not in ("", ".") else None
-    if spark_log is None and "://" not in str(settings.checkpoint):
-        spark_log = Path(settings.checkpoint).parent / "spark.log"
+    folder = local_folder(settings.checkpoint)  # None only on a file system ReduceSettings refuses
+    if spark_log is None and folder is not None:
+        spark_log = folder.parent / "spark.log"
     if spark_log is not None:
         Path(spark_log).parent.mkdir(parents=True, exist_ok=True)
     spark = local_spark(
