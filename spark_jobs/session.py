@@ -1,9 +1,15 @@
-"""A local SparkSession wired for Ballast: Kafka and Avro connector jars, loopback only.
+"""A SparkSession wired for Ballast: Kafka and Avro connector jars, the driver on one address.
 
 Why a helper: every job and test needs the same four things right — the Maven-resolved connector
-jars on ``spark.jars``, ``SPARK_LOCAL_IP=127.0.0.1`` (otherwise Spark binds to the machine's
-non-loopback address), Python workers running the virtual environment's interpreter, and a small
-fixed number of shuffle partitions (it is frozen into the checkpoint after the first run).
+jars on ``spark.jars``, the driver's one address (``SPARK_LOCAL_IP`` and ``spark.driver.host``:
+127.0.0.1 for a local master, otherwise Spark binds to the machine's non-loopback address),
+Python workers running the virtual environment's interpreter, and a small fixed number of shuffle
+partitions (it is frozen into the checkpoint after the first run).
+
+Under ``spark-submit`` (``reduce submit``) the driver's JVM is already running, started with the
+address :mod:`spark_jobs.submit` chose (the route to the master, or ``--driver-host``); the
+session then leaves it alone, since a builder option would override spark-submit's and send a
+remote cluster's executors to 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -12,10 +18,12 @@ import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ballast.paths import spark_jars
+from spark_jobs.addresses import driver_address
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # the state store every stateful query of Ballast's runs on: the reduce job, and the benchmark's
@@ -64,24 +72,24 @@ def local_spark(
     then Spark, instead of killing the JVM under it mid-batch. The JVM still ends with the driver:
     it exits when its stdin pipe from this process closes, however the process died.
     """
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    options = {
+        "spark.master": master or f"local[{cores},{LOCAL_TASK_ATTEMPTS}]",
+        "spark.app.name": app_name,
+        "spark.jars": ",".join(spark_jars()),
+        **driver_options(master, conf or {}),
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.driver.memory": "1g",
+        **(conf or {}),
+    }
+    if "spark.driver.bindAddress" in options:
+        os.environ.setdefault("SPARK_LOCAL_IP", options["spark.driver.bindAddress"])
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
-    options = {
-        "spark.master": master or f"local[{cores},{LOCAL_TASK_ATTEMPTS}]",
-        "spark.app.name": app_name,
-        "spark.jars": ",".join(spark_jars()),
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.ui.enabled": "false",
-        "spark.sql.shuffle.partitions": str(shuffle_partitions),
-        "spark.driver.memory": "1g",
-        **(conf or {}),
-    }
     if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
         # what SparkContext would do on first use, with the JVM in a session of its own and its
         # stdout and stderr sent to a file when asked; the options go to spark-submit as well, so
@@ -99,3 +107,17 @@ def local_spark(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     return spark
+
+
+def driver_options(
+    master: str | None, conf: Mapping[str, str], environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """``spark.driver.host`` and ``bindAddress`` for a driver this process starts; none under
+    spark-submit (``PYSPARK_GATEWAY_PORT`` set: its JVM runs with the submit's address) or when
+    ``conf`` names the host. A local master: 127.0.0.1; a ``spark://`` one: this host's address on
+    the route to it (:func:`spark_jobs.addresses.driver_address`)."""
+    environ = os.environ if environ is None else environ
+    if "PYSPARK_GATEWAY_PORT" in environ or "spark.driver.host" in conf:
+        return {}
+    host = driver_address(master or "local")
+    return {"spark.driver.host": host, "spark.driver.bindAddress": host}

@@ -13,6 +13,8 @@ import contextlib
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -55,13 +57,34 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct free ports (held open together, so the kernel never repeats one)."""
+def free_ports(count: int, host: str = "127.0.0.1", namespace: str = "") -> list[int]:
+    """``count`` distinct free ports on ``host`` (held open together, so the kernel never repeats one).
+
+    With ``namespace`` (a host of :mod:`ballast.devstack.hosts`) they are found inside it: its
+    address is not this network's, so only a process in the namespace can bind it, and its ports
+    are its own (one free here says nothing about one there).
+    """
+    if namespace:
+        argv = ["ip", "netns", "exec", namespace, sys.executable, "-c", _FREE_PORTS, str(count), host]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            raise OSError(f"no free ports on {host} in namespace {namespace}: {done.stderr.strip()}")
+        return [int(p) for p in done.stdout.split()]
     with contextlib.ExitStack() as held:
         socks = [held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
         for s in socks:
             s.bind((host, 0))
         return [int(s.getsockname()[1]) for s in socks]
+
+
+# the same, run by a Python inside a namespace (standard library only: no import of this package there)
+_FREE_PORTS = """
+import socket, sys
+socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(int(sys.argv[1]))]
+for s in socks:
+    s.bind((sys.argv[2], 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+"""
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:

@@ -1,4 +1,4 @@
-"""A Spark standalone cluster (one master, N workers) as plain processes on 127.0.0.1.
+"""A Spark standalone cluster (one master, N workers) as plain processes on one host's address.
 
 Why a real cluster beside ``local[N]``: in local mode every task runs inside the driver's JVM, so
 what a deployment does differently never happens — tasks in other JVMs (executors) with their own
@@ -10,11 +10,19 @@ and jobs reach it the way they would reach a real one: ``spark-submit --master s
 Why from the pip package: pyspark carries ``bin/spark-class`` and all of Spark's jars
 (:func:`ballast.paths.spark_home`), so the master and workers start with nothing else installed.
 
-Loopback only: unless ``SPARK_LOCAL_IP`` says otherwise, Spark binds its RPC endpoints to the
-machine's address and its web UIs to 0.0.0.0. Every daemon therefore runs with
-``SPARK_LOCAL_IP=127.0.0.1`` and ``--host 127.0.0.1`` on ports chosen free on loopback and recorded;
-the executors a worker launches inherit its environment, and the REST submission server (one more
-port, unused here) is off.
+One address only: unless ``SPARK_LOCAL_IP`` says otherwise, Spark binds its RPC endpoints to the
+machine's address and its web UIs to 0.0.0.0. Every daemon therefore runs with ``SPARK_LOCAL_IP``
+and ``--host`` set to the cluster's address (127.0.0.1 by default) on ports chosen free there and
+recorded; the executors a worker launches inherit its environment, and the REST submission server
+(one more port, unused here) is off.
+
+On a host of its own (``host`` and ``namespace``: a network namespace of
+:mod:`ballast.devstack.hosts`), every daemon runs inside that namespace and binds and advertises
+the host's address, never loopback: a stand-in for a remote cluster. Its executors then get
+Ballast's code the way a remote cluster's must, from the application (``spark-submit --py-files``,
+:mod:`spark_jobs.submit`), not from this checkout on their ``PYTHONPATH`` as the loopback
+cluster's do; the interpreter is still this virtual environment's (``PYSPARK_PYTHON``), which a
+namespace on this machine has, as a worker with Ballast's dependencies installed would.
 
 The cluster is part of the stack's state (``"spark"`` in ``stack.json``), so ``ballast stack
 status`` shows it and ``ballast stack down`` stops it with the brokers' pid-safety rule: a recorded
@@ -39,7 +47,7 @@ from typing import Any
 
 from ballast.devstack.processes import Progress, Ticker, free_ports, pid_alive, quiet, stop_pid
 from ballast.devstack.state import (
-    SPARK_HOST,
+    LOOPBACK,
     SparkMasterState,
     SparkState,
     SparkWorkerState,
@@ -53,7 +61,6 @@ from ballast.waiting import WaitTimeout, wait_until
 SPARK_DIR = "spark"  # under the state folder
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
-HOST = SPARK_HOST
 
 # What every daemon reads from its --properties-file (in the state folder, so its command line names
 # the folder). The REST submission server would listen on one more port that nothing here uses. A
@@ -81,10 +88,14 @@ def workers_text(count: int, noun: str = "worker") -> str:
 # --- planning and launching ------------------------------------------------------------------------
 
 
-def _plan(state_dir: Path, workers: int, settings: SparkSettings) -> SparkState:
+def _plan(
+    state_dir: Path, workers: int, settings: SparkSettings, host: str = LOOPBACK, namespace: str = ""
+) -> SparkState:
     spark_dir = state_dir / SPARK_DIR
-    ports = iter(free_ports(2 + 2 * workers, HOST))
-    master = SparkMasterState(port=next(ports), ui_port=next(ports), log=str(spark_dir / "master.log"))
+    ports = iter(free_ports(2 + 2 * workers, host, namespace))
+    master = SparkMasterState(
+        port=next(ports), ui_port=next(ports), log=str(spark_dir / "master.log"), host=host
+    )
     planned = []
     for worker_id in range(1, workers + 1):
         worker_dir = spark_dir / f"worker-{worker_id}"
@@ -95,6 +106,7 @@ def _plan(state_dir: Path, workers: int, settings: SparkSettings) -> SparkState:
                 ui_port=next(ports),
                 work_dir=str(worker_dir / "work"),
                 log=str(worker_dir / "worker.log"),
+                host=host,
             )
         )
     return SparkState(
@@ -103,6 +115,7 @@ def _plan(state_dir: Path, workers: int, settings: SparkSettings) -> SparkState:
         cores=settings.spark_worker_cores,
         memory=settings.spark_worker_memory,
         properties=str(spark_dir / "conf" / "spark-defaults.conf"),
+        namespace=namespace,
     )
 
 
@@ -122,21 +135,29 @@ def _daemon_env(spark: SparkState, settings: SparkSettings, java: str) -> dict[s
         SPARK_HOME=str(spark_home()),
         # our properties file's folder: no spark-env.sh or spark-defaults.conf from elsewhere applies
         SPARK_CONF_DIR=str(Path(spark.properties).parent),
-        SPARK_LOCAL_IP=HOST,
+        SPARK_LOCAL_IP=spark.host,
         SPARK_DAEMON_MEMORY=settings.spark_daemon_heap,
         # Python workers on the executors must import what the venv has (pandas, pyarrow, protobuf)
         PYSPARK_PYTHON=sys.executable,
         JAVA_HOME=_java_home(java),
-        # ...and this checkout's code (ballast, spark_jobs), as the stack's services do: executors
-        # inherit the worker's environment, and PySpark's workers keep PYTHONPATH
-        PYTHONPATH=os.pathsep.join(filter(None, (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")))),
     )
+    if not spark.namespace:
+        # ...and this checkout's code (ballast, spark_jobs), as the stack's services do: executors
+        # inherit the worker's environment, and PySpark's workers keep PYTHONPATH. A cluster on a
+        # host of its own stands for a remote one: its code comes with the application (--py-files).
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")))
+        )
     return env
 
 
-def _spawn(main: str, args: list[str], log: str, env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+def _spawn(
+    main: str, args: list[str], log: str, env: dict[str, str], cwd: Path, namespace: str = ""
+) -> subprocess.Popen[bytes]:
     cwd.mkdir(parents=True, exist_ok=True)
     cmd = [str(spark_home() / "bin" / "spark-class"), main, *args]
+    if namespace:
+        cmd = ["ip", "netns", "exec", namespace, *cmd]  # which execs the command: still one pid
     with open(log, "ab") as out:
         # A new session: the cluster outlives `ballast stack up` and ignores the caller's Ctrl-C.
         # spark-class ends in `exec java`, so this pid is the daemon's JVM.
@@ -153,21 +174,21 @@ def _spawn(main: str, args: list[str], log: str, env: dict[str, str], cwd: Path)
 
 def _start_master(spark: SparkState, env: dict[str, str]) -> subprocess.Popen[bytes]:
     m = spark.master
-    args = ["--host", HOST, "--port", str(m.port), "--webui-port", str(m.ui_port)]
+    args = ["--host", m.host, "--port", str(m.port), "--webui-port", str(m.ui_port)]
     args += ["--properties-file", spark.properties]
-    return _spawn(MASTER_CLASS, args, m.log, env, Path(m.log).parent)
+    return _spawn(MASTER_CLASS, args, m.log, env, Path(m.log).parent, spark.namespace)
 
 
 def _start_worker(
     spark: SparkState, worker: SparkWorkerState, env: dict[str, str]
 ) -> subprocess.Popen[bytes]:
     worker_dir = Path(worker.work_dir).parent
-    args = ["--host", HOST, "--port", str(worker.port), "--webui-port", str(worker.ui_port)]
+    args = ["--host", worker.host, "--port", str(worker.port), "--webui-port", str(worker.ui_port)]
     args += ["--cores", str(spark.cores), "--memory", spark.memory, "--work-dir", worker.work_dir]
     args += ["--properties-file", spark.properties, spark.master_url]
     # executors' scratch space (shuffle, spilled blocks) in the state folder, not /tmp
     worker_env = {**env, "SPARK_LOCAL_DIRS": str(worker_dir / "local")}
-    return _spawn(WORKER_CLASS, args, worker.log, worker_env, worker_dir)
+    return _spawn(WORKER_CLASS, args, worker.log, worker_env, worker_dir, spark.namespace)
 
 
 # --- asking the master ---------------------------------------------------------------------------------
@@ -262,12 +283,16 @@ def start_spark(
     java: str = "java",
     timeout: float = 120.0,
     progress: Progress = quiet,
+    host: str = LOOPBACK,
+    namespace: str = "",
 ) -> SparkState:
     """Start a master and ``workers`` workers for ``state`` and wait until all are ALIVE; idempotent.
 
-    A running cluster of the same size is reused. One that is partly or wholly stopped is stopped
-    and planned anew (fresh free ports): it keeps no data worth a restart in place. If start-up
-    fails, the daemons started here are stopped again and the :class:`StackError` names the log.
+    A running cluster of the same size and address is reused. One that is partly or wholly stopped
+    is stopped and planned anew (fresh free ports): it keeps no data worth a restart in place. If
+    start-up fails, the daemons started here are stopped again and the :class:`StackError` names the
+    log. ``host`` and ``namespace``: every daemon binds and advertises ``host`` inside network
+    ``namespace`` (a host of :mod:`ballast.devstack.hosts`); the defaults are loopback here.
     """
     if workers < 1:
         raise ValueError("a Spark cluster needs at least one worker")
@@ -280,13 +305,19 @@ def start_spark(
                 f"{marker} runs a Spark cluster with {workers_text(len(spark.workers))}; stop it "
                 f"(`ballast stack down`) to start one with {workers}"
             )
+        if (spark.host, spark.namespace) != (host, namespace):
+            where = f"{spark.host} (namespace {spark.namespace or 'none'})"
+            raise StackError(
+                f"{marker} runs a Spark cluster on {where}; stop it (`ballast stack down`) to start "
+                f"one on {host} (namespace {namespace or 'none'})"
+            )
         progress(f"Spark master already running at {spark.master_url} (pid {spark.master.pid})")
         _wait(spark, marker, True, timeout, progress)
         return spark
     if state.spark is not None:
         stop_spark(state)  # what is left of an earlier cluster
 
-    spark = _plan(Path(marker), workers, settings)
+    spark = _plan(Path(marker), workers, settings, host, namespace)
     conf = Path(spark.properties)
     conf.parent.mkdir(parents=True, exist_ok=True)
     conf.write_text("".join(f"{k} {v}\n" for k, v in DAEMON_PROPERTIES.items()))
@@ -396,12 +427,14 @@ def start_spark_cluster(
     java: str = "java",
     timeout: float = 120.0,
     progress: Progress = quiet,
+    host: str = LOOPBACK,
+    namespace: str = "",
 ) -> StackState:
     """Start only the Spark cluster in ``state_dir`` (a stack folder with or without brokers).
 
     For tests and jobs that need executors but no Kafka: the folder then records a stack without
     brokers, which ``ballast stack status`` and ``down`` handle like any other, and a later
-    ``ballast stack up`` adds the brokers to.
+    ``ballast stack up`` adds the brokers to. ``host`` and ``namespace`` as for :func:`start_spark`.
     """
     state_dir = Path(state_dir).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -409,7 +442,10 @@ def start_spark_cluster(
         state = StackState.load(state_dir)
     except StackError:  # nothing recorded yet
         state = StackState(state_dir=str(state_dir), cluster_id="")
-    start_spark(state, workers, settings=settings, java=java, timeout=timeout, progress=progress)
+    start_spark(
+        state, workers, settings=settings, java=java, timeout=timeout, progress=progress,
+        host=host, namespace=namespace,
+    )  # fmt: skip
     return state
 
 

@@ -102,7 +102,9 @@ def start_stack(
     if connect:
         start_connect(state, rest_port=connect_port, timeout=timeout, settings=settings, progress=progress)
     if spark:
-        start_spark(state, spark_workers, spark_settings, settings.java, timeout, progress)
+        # on the brokers' host (one host per stack folder)
+        host, namespace = (state.nodes[0].host, state.namespace)
+        start_spark(state, spark_workers, spark_settings, settings.java, timeout, progress, host, namespace)
     return state
 
 

@@ -54,7 +54,7 @@ class ConnectState:
         return f"http://127.0.0.1:{self.rest_port}"
 
 
-SPARK_HOST = "127.0.0.1"
+SPARK_HOST = LOOPBACK  # the local stack's Spark, unless started on a host of its own
 
 
 @dataclass
@@ -63,14 +63,15 @@ class SparkMasterState:
     ui_port: int
     log: str
     pid: int | None = None
+    host: str = SPARK_HOST  # the address it binds and advertises
 
     @property
     def url(self) -> str:
-        return f"spark://{SPARK_HOST}:{self.port}"
+        return f"spark://{self.host}:{self.port}"
 
     @property
     def ui(self) -> str:
-        return f"http://{SPARK_HOST}:{self.ui_port}"
+        return f"http://{self.host}:{self.ui_port}"
 
 
 @dataclass
@@ -81,14 +82,15 @@ class SparkWorkerState:
     work_dir: str
     log: str
     pid: int | None = None
+    host: str = SPARK_HOST
 
     @property
     def address(self) -> str:
-        return f"{SPARK_HOST}:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def ui(self) -> str:
-        return f"http://{SPARK_HOST}:{self.ui_port}"
+        return f"http://{self.host}:{self.ui_port}"
 
 
 @dataclass
@@ -100,10 +102,16 @@ class SparkState:
     cores: int = 1
     memory: str = "1g"
     properties: str = ""
+    namespace: str = ""  # the network namespace its daemons run in ("": this machine's own network)
 
     @property
     def master_url(self) -> str:
         return self.master.url
+
+    @property
+    def host(self) -> str:
+        """The address every daemon binds and advertises (one host runs the whole cluster)."""
+        return self.master.host
 
     def processes(self) -> list[tuple[str, int | None, str]]:
         """(name, pid, log) of every daemon, master first."""

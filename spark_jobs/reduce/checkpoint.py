@@ -8,8 +8,14 @@ a word. So the first start writes ``ballast-job.json`` and every later start com
 contradiction is refused in one line (exit 2). And a lock file keeps two jobs from running on one
 checkpoint at once (they would apply each other's chunks and interleave commits).
 
-A checkpoint on a remote filesystem (a URL: ``s3a://``, ``hdfs://``) is not checked here: Spark
-reads it through Hadoop, and so would this check have to.
+Where a checkpoint may live: a plain path or a ``file:`` URI, on this machine's file system — on a
+cluster of other hosts, a folder every host mounts at the same path (NFS or the like), since the
+executors write the state store there too. Spark gets the string exactly as given; the manifest
+and the lock use the folder it names. A checkpoint on another Hadoop file system (``hdfs://``,
+``s3a://``, ``gs://``…) is refused when the settings are read (:func:`supported`): the lock is a
+POSIX ``flock`` that no Hadoop file system offers (S3 has no exclusive create at all, HDFS's
+only leases a file it creates), and a checkpoint without it would let two jobs apply each other's
+state chunks without a word. docs/reduce.md says what supporting them would take.
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
+from urllib.parse import unquote, urlsplit
 
 from ballast.cli.console import UsageError
 
@@ -48,14 +56,46 @@ class Manifest:
         ]
 
 
-def _local(checkpoint: str | Path) -> Path | None:
+# a URI scheme as Hadoop's Path reads one: letters first, before the first colon, no slash before it
+# (two letters at least, so a Windows drive is a path)
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
+
+
+def scheme(checkpoint: str | Path) -> str:
+    """The URI scheme of ``checkpoint`` as Spark will read it ("" for a plain path), lower case."""
+    found = _SCHEME.match(str(checkpoint))
+    return found.group(1).lower() if found else ""
+
+
+def local_folder(checkpoint: str | Path) -> Path | None:
+    """The folder a plain path or a ``file:`` URI names (``file:///x``, ``file:/x``,
+    ``file://localhost/x``); None for a checkpoint on another file system."""
     text = str(checkpoint)
-    return None if "://" in text else Path(text)
+    kind = scheme(text)
+    if kind == "":
+        return Path(text)
+    if kind != "file":
+        return None
+    parts = urlsplit(text)
+    if parts.netloc not in ("", "localhost"):
+        return None  # file://otherhost/x: not this machine's
+    return Path(unquote(parts.path))
+
+
+def supported(checkpoint: str | Path) -> str:
+    """Empty when Ballast can guard ``checkpoint`` (manifest and lock), else why not, in one line."""
+    if local_folder(checkpoint) is not None:
+        return ""
+    return (
+        f"{checkpoint}: only a plain path or a file: URI is supported (on a cluster, a folder every "
+        f"Spark host mounts at the same path): the checkpoint's one-job lock is a POSIX lock, which "
+        f"{scheme(checkpoint) or 'this'}:// does not offer (docs/reduce.md, On a cluster of your own)"
+    )
 
 
 def recorded(checkpoint: str | Path) -> Manifest | None:
     """The manifest a checkpoint was made with (None: a new or remote checkpoint)."""
-    folder = _local(checkpoint)
+    folder = local_folder(checkpoint)
     if folder is None or not (folder / MANIFEST).exists():
         return None
     raw = json.loads((folder / MANIFEST).read_text())
@@ -85,7 +125,7 @@ def claim(checkpoint: str | Path, manifest: Manifest) -> IO[str] | None:
     Returns the open lock file: the lock holds while it stays open (the job's lifetime). Raises
     :class:`CheckpointConflict` when another process holds it or the manifest contradicts.
     """
-    folder = _local(checkpoint)
+    folder = local_folder(checkpoint)
     if folder is None:
         return None
     folder.mkdir(parents=True, exist_ok=True)

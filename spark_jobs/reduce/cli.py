@@ -36,7 +36,7 @@ def resolved_settings(args: argparse.Namespace, **given: object) -> tuple[Reduce
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from spark_jobs.reduce.checkpoint import Manifest, check, claim
+    from spark_jobs.reduce.checkpoint import Manifest, check, claim, local_folder
     from spark_jobs.reduce.runner import job_spec, run_job, stop_spark
     from spark_jobs.session import SPARK_CONF, local_spark
 
@@ -50,8 +50,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     known = Manifest(settings.job_id, routed, workers, (), settings.processor)
     check(settings.checkpoint, known, ignore=("labels",))
     spark_log = settings.spark_log if str(settings.spark_log) not in ("", ".") else None
-    if spark_log is None and "://" not in str(settings.checkpoint):
-        spark_log = Path(settings.checkpoint).parent / "spark.log"
+    folder = local_folder(settings.checkpoint)  # None only on a file system ReduceSettings refuses
+    if spark_log is None and folder is not None:
+        spark_log = folder.parent / "spark.log"
     if spark_log is not None:
         Path(spark_log).parent.mkdir(parents=True, exist_ok=True)
     spark = local_spark(
@@ -77,7 +78,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from spark_jobs.submit import SubmitSettings, master_url_from_state, run_submit, submit_command
+    from spark_jobs.submit import SubmitSettings, master_url_from_state, submit_app
 
     submit = SubmitSettings.from_args(args)
     settings, connection = resolved_settings(args)
@@ -95,9 +96,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
     ]
     # the file spark-submit runs on the driver: this package's __main__ (which calls main below)
     entry = Path(__file__).with_name("__main__.py")
-    command = submit_command(entry, app_args, master=master, settings=submit)
     print(f"reduce: spark-submit to {master} (driver log: {args.driver_log or 'this terminal'})", flush=True)
-    return run_submit(command, log=args.driver_log or None, env=resolved.secret_env())
+    log = args.driver_log or None
+    return submit_app(entry, app_args, master=master, settings=submit, log=log, env=resolved.secret_env())
 
 
 def _routed_partitions(kafka, layout) -> int:
@@ -122,8 +123,11 @@ RUN_DESCRIPTION = (
     "Spark's own log goes to --spark-log; this command prints Ballast's status lines."
 )
 SUBMIT_DESCRIPTION = (
-    "The same job on a Spark cluster, through spark-submit (the connector jars, this Python, the driver "
-    "on loopback); the master defaults to the local stack's cluster (ballast stack up --spark)."
+    "The same job on a Spark standalone cluster, through spark-submit in client deploy mode (the driver "
+    "runs here; Spark has no cluster mode for Python on standalone): the connector jars and Ballast's own "
+    "code go to the executors, which run --python; the driver advertises --driver-host or this host's "
+    "address on the route to the master. The master defaults to the local stack's cluster (ballast stack "
+    'up --spark). See docs/reduce.md, "On a cluster of your own".'
 )
 
 

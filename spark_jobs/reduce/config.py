@@ -46,10 +46,11 @@ class ReduceSettings(Settings):
         "comma-separated input topics: the routers' sources, whose every partition must deliver a "
         "marker before state moves (none: the layout's <prefix>.input)",
     )
-    checkpoint: Path = setting(
-        Path(""),
-        "Spark checkpoint folder (offsets, commits and the RocksDB state); reuse it to resume (none: "
-        "<state-dir>/reduce/<job id>/checkpoint)",
+    checkpoint: str = setting(
+        "",
+        "Spark checkpoint folder (offsets, commits and the RocksDB state), a path or a file: URI given "
+        "to Spark as is; on a cluster, on a file system every Spark host mounts at that path; reuse it "
+        "to resume (none: <state-dir>/reduce/<job id>/checkpoint)",
     )
     watermark_delay: str = setting(
         "10 seconds",
@@ -108,6 +109,7 @@ class ReduceSettings(Settings):
         if self.correction_horizon:
             checks.append(("correction_horizon", interval_ms))
         checks.append(("processor", from_spec))  # a bad processor is one line before any broker is asked
+        checks.append(("checkpoint", _guarded))
         for name, check in checks:
             try:
                 check(getattr(self, name))
@@ -122,10 +124,10 @@ class ReduceSettings(Settings):
         digest = hashlib.sha256(self.processor.encode()).hexdigest()[:8]
         return f"{prefix}-{name}-{digest}"
 
-    def resolved_checkpoint(self, prefix: str, state_dir: Path) -> Path:
+    def resolved_checkpoint(self, prefix: str, state_dir: Path) -> str:
         if str(self.checkpoint) not in ("", "."):
-            return self.checkpoint
-        return Path(state_dir) / "reduce" / self.resolved_job_id(prefix) / "checkpoint"
+            return str(self.checkpoint)
+        return str(Path(state_dir) / "reduce" / self.resolved_job_id(prefix) / "checkpoint")
 
     def horizon_ms(self) -> int:
         return interval_ms(self.correction_horizon or self.watermark_delay)
@@ -148,3 +150,12 @@ class ReduceSettings(Settings):
                 raise ValueError(f"spark_conf: expected KEY=VALUE, got {pair!r}")
             options[key.strip()] = value.strip()
         return options
+
+
+def _guarded(checkpoint: str) -> None:
+    """A checkpoint Ballast cannot guard (manifest and lock) is refused before anything starts."""
+    from spark_jobs.reduce.checkpoint import supported
+
+    why = supported(checkpoint)
+    if why:
+        raise ValueError(why)

@@ -6,12 +6,13 @@ or processor; started against another job's checkpoint, the job would misread st
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
 
-from spark_jobs.reduce.checkpoint import CheckpointConflict, Manifest, claim
+from spark_jobs.reduce.checkpoint import CheckpointConflict, Manifest, claim, local_folder
 
 pytestmark = pytest.mark.unit
 
@@ -62,3 +63,36 @@ def test_a_checkpoint_in_use_by_another_process_is_refused(tmp_path):
         holder.kill()
         holder.wait()
     claim(tmp_path / "cp", MADE_FOR).close()  # the lock dies with its holder
+
+
+def test_a_file_uri_checkpoint_is_guarded_like_its_folder(tmp_path):
+    """Spark gets ``file:///…`` as given; the manifest and the lock go in the folder it names
+    (before, any ``://`` skipped both, and a second job could share the checkpoint)."""
+    uri = f"file://{tmp_path}/cp"
+    lock = claim(uri, MADE_FOR)
+    try:
+        assert lock is not None
+        assert json.loads((tmp_path / "cp" / "ballast-job.json").read_text())["job"] == "job-a"
+        with pytest.raises(CheckpointConflict, match="job"):
+            claim(f"file:{tmp_path}/cp", Manifest("job-b", "p.routed", 4, (0, 1, 2, 3), "aggregate:size=10s"))
+    finally:
+        lock.close()
+
+
+@pytest.mark.parametrize(
+    "given, folder",
+    [
+        ("/data/ck", "/data/ck"),
+        ("rel/ck", "rel/ck"),
+        ("file:///data/ck", "/data/ck"),
+        ("file:/data/ck", "/data/ck"),
+        ("file://localhost/data/my%20ck", "/data/my ck"),
+        ("FILE:///data/ck", "/data/ck"),
+        ("file://otherhost/data/ck", None),
+        ("s3a://bucket/ck", None),
+        ("hdfs:/ck", None),
+    ],
+)
+def test_the_folder_a_checkpoint_names(given, folder):
+    found = local_folder(given)
+    assert (None if found is None else str(found)) == folder

@@ -8,6 +8,7 @@ split pair would change what runs without a word.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -49,11 +50,36 @@ def test_the_default_job_id_and_checkpoint_differ_by_deployment_and_processor(tm
     assert one.resolved_job_id("p") != other.resolved_job_id("p")
     assert one.resolved_job_id("p").startswith("p-aggregate-")
     assert (
-        one.resolved_checkpoint("p", tmp_path)
-        == tmp_path / "reduce" / one.resolved_job_id("p") / "checkpoint"
+        one.resolved_checkpoint("p", tmp_path) == f"{tmp_path}/reduce/{one.resolved_job_id('p')}/checkpoint"
     )
-    given = ReduceSettings(job_id="mine", checkpoint=tmp_path / "cp")
-    assert (given.resolved_job_id("p"), given.resolved_checkpoint("p", tmp_path)) == ("mine", tmp_path / "cp")
+    given = ReduceSettings(job_id="mine", checkpoint=str(tmp_path / "cp"))
+    assert (given.resolved_job_id("p"), given.resolved_checkpoint("p", tmp_path)) == (
+        "mine",
+        str(tmp_path / "cp"),
+    )
+
+
+@pytest.mark.parametrize(
+    "uri", ["file:///data/ck", "file:/data/ck", "file://localhost/data/ck", "ck", "/data/ck"]
+)
+def test_a_checkpoint_uri_or_path_reaches_spark_exactly_as_given(uri):
+    """The setting is Spark's string, not a Path: ``file:///data/ck`` as a Path was ``file:/data/ck``
+    (and ``s3a://b/ck`` was ``s3a:/b/ck``, a different URI to Hadoop)."""
+    for settings in (
+        _parse("--checkpoint", uri),
+        ReduceSettings.from_args(None, env={"BALLAST_REDUCE_CHECKPOINT": uri}),
+    ):
+        assert settings.checkpoint == uri
+        assert settings.resolved_checkpoint("p", Path("/state")) == uri
+        assert _parse(*settings.to_argv()).checkpoint == uri  # as `reduce submit` hands it to the driver
+
+
+@pytest.mark.parametrize(
+    "uri", ["s3a://bucket/ck", "hdfs://namenode:8020/ck", "gs://b/ck", "file://otherhost/ck"]
+)
+def test_a_checkpoint_on_another_file_system_is_refused_saying_why(uri):
+    with pytest.raises(SettingsError, match=r"--checkpoint: .*only a plain path or a file: URI.*POSIX lock"):
+        _parse("--checkpoint", uri)
 
 
 @pytest.mark.parametrize(
