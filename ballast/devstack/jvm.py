@@ -12,6 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ballast.devstack.processes import in_namespace
 from ballast.devstack.state import StackError
 from ballast.paths import STACK_CONF_DIR
 from ballast.settings import Settings, setting
@@ -43,8 +44,7 @@ def launch_java(
         main,
         *args,
     ]
-    if namespace:
-        cmd = ["ip", "netns", "exec", namespace, *cmd]
+    cmd = in_namespace(namespace, cmd)
     with open(log, "ab") as out:
         # A new session: the stack outlives `ballast stack up` and ignores the caller's Ctrl-C.
         try:

@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from string import Template
 
@@ -57,6 +57,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def in_namespace(namespace: str, argv: Sequence[str]) -> list[str]:
+    """``argv`` run inside network ``namespace`` (a host of :mod:`ballast.devstack.hosts`; "": here).
+
+    ``ip netns exec`` enters the namespace and execs the command, so the pid a caller records is the
+    command's own, and its command line is the command's (the pid rule still recognises it)."""
+    return ["ip", "netns", "exec", namespace, *argv] if namespace else list(argv)
+
+
 def free_ports(count: int, host: str = "127.0.0.1", namespace: str = "") -> list[int]:
     """``count`` distinct free ports on ``host`` (held open together, so the kernel never repeats one).
 
@@ -65,7 +73,7 @@ def free_ports(count: int, host: str = "127.0.0.1", namespace: str = "") -> list
     are its own (one free here says nothing about one there).
     """
     if namespace:
-        argv = ["ip", "netns", "exec", namespace, sys.executable, "-c", _FREE_PORTS, str(count), host]
+        argv = in_namespace(namespace, [sys.executable, "-c", _FREE_PORTS, str(count), host])
         done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
         if done.returncode != 0:
             raise OSError(f"no free ports on {host} in namespace {namespace}: {done.stderr.strip()}")

@@ -41,6 +41,7 @@ from typing import Any
 from ballast.devstack.processes import (
     Progress,
     Ticker,
+    in_namespace,
     marked_processes,
     pid_alive,
     process_groups,
@@ -73,6 +74,8 @@ class ServiceCommand:
     # a program other than ``ballast`` (e.g. a producer of the user's, a test's stand-in); it is
     # given ``args`` too, but no ``--state-dir``
     program: tuple[str, ...] = ()
+    # the network namespace it runs in (a host of ballast.devstack.hosts; "": this machine's own)
+    namespace: str = ""
 
     def __post_init__(self) -> None:
         if not self.name or any(c in self.name for c in " /"):
@@ -80,13 +83,13 @@ class ServiceCommand:
 
     def argv(self, state_dir: str) -> list[str]:
         """The command line: ``ballast <args> --state-dir <state>`` (so the pid rule recognises it as
-        the folder's), or ``program`` with ``args``."""
+        the folder's), or ``program`` with ``args``; inside ``namespace`` when it has one."""
         if self.program:
-            return [*self.program, *self.args]
+            return in_namespace(self.namespace, [*self.program, *self.args])
         args = list(self.args)
         if "--state-dir" not in args:
             args += ["--state-dir", state_dir]
-        return ballast_argv(args)
+        return in_namespace(self.namespace, ballast_argv(args))
 
 
 def ballast_argv(args: Sequence[str]) -> list[str]:

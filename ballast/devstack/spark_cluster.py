@@ -45,7 +45,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ballast.devstack.processes import Progress, Ticker, free_ports, pid_alive, quiet, stop_pid
+from ballast.devstack.processes import (
+    Progress,
+    Ticker,
+    free_ports,
+    in_namespace,
+    pid_alive,
+    quiet,
+    stop_pid,
+)
 from ballast.devstack.state import (
     LOOPBACK,
     SparkMasterState,
@@ -156,8 +164,7 @@ def _spawn(
 ) -> subprocess.Popen[bytes]:
     cwd.mkdir(parents=True, exist_ok=True)
     cmd = [str(spark_home() / "bin" / "spark-class"), main, *args]
-    if namespace:
-        cmd = ["ip", "netns", "exec", namespace, *cmd]  # which execs the command: still one pid
+    cmd = in_namespace(namespace, cmd)  # which execs the command: still one pid
     with open(log, "ab") as out:
         # A new session: the cluster outlives `ballast stack up` and ignores the caller's Ctrl-C.
         # spark-class ends in `exec java`, so this pid is the daemon's JVM.

@@ -92,6 +92,8 @@ class Pipeline:
     control log (:mod:`ballast.control.signing`). ``service_kafka``: the connection of each service
     kind ("router", "reduce", …) when it is not ``kafka``'s, as on a secured cluster where each kind
     is its own principal; ``kafka`` is then the operator's (topics, genesis, one-shot commands).
+    ``namespace``: the network namespace every service runs in (a host of
+    :mod:`ballast.devstack.hosts`: the services' host of a layout across hosts).
     """
 
     def __init__(
@@ -107,8 +109,10 @@ class Pipeline:
         specs: Mapping[str, Any] | None = None,
         signing_key: str | Path | None = None,
         service_kafka: Mapping[str, KafkaConfig] | None = None,
+        namespace: str = "",
     ) -> None:
         self.kafka = kafka
+        self.namespace = namespace
         self.layout = layout
         self.folder = Path(folder).resolve()
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -155,7 +159,7 @@ class Pipeline:
         settings = self._service_connections.get(kind, self._connection)
         connection = settings.to_argv()
         env = {**settings.secret_env(), **self.signing_env}
-        return ServiceCommand(name, kind, (*args, *connection), env=env)
+        return ServiceCommand(name, kind, (*args, *connection), env=env, namespace=self.namespace)
 
     def start(self, command: ServiceCommand, wait: bool = True, timeout: float = 300.0) -> ServiceState:
         """Start ``command``; with ``wait``, until it announced it is ready (or fail with its log)."""
