@@ -12,9 +12,9 @@ from pathlib import Path
 
 from ballast.devstack.connect import wait_for_connect
 from ballast.devstack.jvm import StackSettings, launch_java
-from ballast.devstack.processes import Progress, free_port, pid_alive, quiet, render_template
+from ballast.devstack.processes import Progress, free_ports, pid_alive, quiet, render_template
 from ballast.devstack.security import stack_admin, stack_connection
-from ballast.devstack.state import ConnectState, StackState
+from ballast.devstack.state import LOOPBACK, ConnectState, StackState
 from ballast.paths import STACK_CONF_DIR, classpath
 
 CONNECT_USER = "connect"
@@ -55,19 +55,24 @@ def start_connect(
     settings: StackSettings | None = None,
     progress: Progress = quiet,
 ) -> ConnectState:
-    """Start a Kafka Connect worker in distributed mode against the stack and wait for its REST API."""
+    """Start a Kafka Connect worker in distributed mode against the stack and wait for its REST API.
+
+    It runs on the brokers' host (their address and network namespace), as the brokers do."""
     settings = settings or StackSettings()
     connect_dir = Path(state.state_dir) / "connect"
     connect_dir.mkdir(parents=True, exist_ok=True)
+    host = state.nodes[0].host if state.nodes else LOOPBACK
     cs = state.connect or ConnectState(
-        rest_port=rest_port or free_port(),
+        rest_port=rest_port or free_ports(1, host, state.namespace)[0],
         config=str(connect_dir / "connect-distributed.properties"),
         log=str(connect_dir / "connect.log"),
+        host=host,
     )
     render_template(
         STACK_CONF_DIR / "connect" / "connect-distributed.properties.tmpl",
         Path(cs.config),
         bootstrap=state.bootstrap,
+        host=cs.host,
         rest_port=cs.rest_port,
         replication=state.replication,
     )
@@ -79,7 +84,8 @@ def start_connect(
         progress(f"starting Kafka Connect on {cs.url}…")
         main = "org.apache.kafka.connect.cli.ConnectDistributed"
         proc = launch_java(
-            main, [cs.config], classpath("kafka"), settings.connect_heap, Path(cs.log), settings.java
+            main, [cs.config], classpath("kafka"), settings.connect_heap, Path(cs.log), settings.java,
+            state.namespace,
         )
         cs.pid = proc.pid
     state.connect = cs

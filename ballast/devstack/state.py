@@ -48,10 +48,11 @@ class ConnectState:
     config: str
     log: str
     pid: int | None = None
+    host: str = LOOPBACK  # the brokers' host: its REST API binds and advertises that address only
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.rest_port}"
+        return f"http://{self.host}:{self.rest_port}"
 
 
 SPARK_HOST = LOOPBACK  # the local stack's Spark, unless started on a host of its own
