@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from ballast.devstack.spark_cluster import SparkSettings, start_spark_cluster, s
 from ballast.paths import PROJECT_ROOT, SCHEMAS_DIR
 from ballast.waiting import wait_until
 from spark_jobs.shipping import UNPACKED
+from tests.support.host_sockets import sockets as host_sockets
 
 pytestmark = pytest.mark.skipif(bool(hosts.available()), reason=hosts.available() or "available")
 
@@ -51,30 +51,6 @@ master, app, log, *args = sys.argv[1:]
 settings = SubmitSettings(total_executor_cores=1, executor_memory="512m")
 sys.exit(submit_app(app, args, master=master, settings=settings, log=log, timeout=300))
 """
-
-
-def listening(net: hosts.HostNet, host: str) -> list[tuple[str, int, dict[int, str]]]:
-    """(address, port, {owner pid: its command line}) of every listening TCP socket of ``host``
-    (IPv4-mapped addresses unwrapped), the owners read at once: they end with the application."""
-    argv = net.argv(host, ["ss", "-Htlnp"])
-    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
-    found = []
-    for line in out.splitlines():
-        if not line.strip():
-            continue
-        local = line.split()[3]
-        address, port = local.rsplit(":", 1)
-        address = address.strip("[]").removeprefix("::ffff:")
-        owners = {int(p): _cmdline(int(p)) for p in re.findall(r"pid=(\d+)", line)}
-        found.append((address, int(port), owners))
-    return found
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def _net_of(namespace: str) -> str:
@@ -106,7 +82,8 @@ def test_an_application_submitted_from_another_host_runs_on_the_workers_host_and
             )  # fmt: skip
             try:
                 wait_until(lambda: output.exists() or submit.poll() is not None, 240, "the app's result")
-                sockets = {name: listening(net, name) for name in ("spark", "apps")}
+                found = {name: host_sockets(net, name, listening_only=True) for name in ("spark", "apps")}
+                sockets = {name: [(s.address, s.port, s.owners) for s in f] for name, f in found.items()}
                 release.touch()
                 code = submit.wait(timeout=120)
             finally:
