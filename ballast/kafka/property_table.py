@@ -126,6 +126,12 @@ def _no_check(value: str) -> bool:
     return value.strip().lower() in ("", "none")
 
 
+def _only_elsewhere(key: str, family: str, prefix: str, who: str) -> ClientSettingError:
+    """A key ``family`` has no setting for: the prefixed form that gives it to the family that has."""
+    instead = f"write {prefix}.{key} to give it to {who} only"
+    return ClientSettingError(f"{key}: {family} has no such setting; {instead}")
+
+
 def _different_values(key: str) -> ClientSettingError:
     return ClientSettingError(
         f"{key}: librdkafka and the Java client spell its values differently; "
@@ -155,9 +161,7 @@ def librdkafka(props: ClientProperties) -> dict[str, Any]:
         if key == ENDPOINT_CHECK:
             out[key] = "none" if _no_check(value) else value
         elif key in JAVA_ONLY:
-            raise ClientSettingError(
-                f"{key}: {LIBRDKAFKA} has no such setting; write java.{key} to give it to Spark only"
-            )
+            raise _only_elsewhere(key, LIBRDKAFKA, "java", "Spark")
         elif key in DIFFERENT_VALUES:
             raise _different_values(key)
         else:
@@ -240,9 +244,7 @@ def java(props: ClientProperties) -> dict[str, Any]:
         if key == ENDPOINT_CHECK:
             out[key] = "" if _no_check(value) else value
         elif key in LIBRDKAFKA_ONLY:
-            raise ClientSettingError(
-                f"{key}: {JAVA} has no such setting; write librdkafka.{key} to give it to librdkafka only"
-            )
+            raise _only_elsewhere(key, JAVA, "librdkafka", "librdkafka")
         elif key in DIFFERENT_VALUES:
             raise _different_values(key)
         else:
