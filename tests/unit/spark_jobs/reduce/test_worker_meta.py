@@ -20,6 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spark_jobs.processors.aggregate import WindowAggregate
+from spark_jobs.processors.windows import WindowSpec
 from spark_jobs.reduce import worker_meta
 from spark_jobs.reduce.worker_meta import (
     Bucket,
@@ -31,6 +33,7 @@ from spark_jobs.reduce.worker_meta import (
     ShedSpan,
     WorkerMeta,
 )
+from tests.support.engine_rows import Worker, data, emitted, marker, view_with
 
 pytestmark = pytest.mark.unit
 
@@ -184,3 +187,32 @@ def test_dump_then_load_is_the_identity(meta: WorkerMeta) -> None:
     assert meta == before  # dumping changes nothing
     assert worker_meta.load(written) == meta
     assert json.loads(written)["version"] == worker_meta.VERSION
+
+
+# --- the engine on a version-1 meta ----------------------------------------------------------------
+
+
+def test_a_worker_resumed_from_its_version_1_meta_goes_on_as_if_never_stopped() -> None:
+    """The next step of a worker whose meta went through the old layout (as a checkpoint written
+    before versioning holds it) writes what the same step of the uninterrupted worker writes."""
+    view = view_with({"a": 1})  # key a moves to worker 1 at epoch 1
+    w = Worker(0, view, WindowAggregate(WindowSpec(1_000)))
+    w.step([marker(0, 0), data("a", 1.0, 100, 0), data("b", 2.0, 200, 0), data("b", 3.0, 1_500, 0)])
+    meta = copy.deepcopy(w.meta)
+    assert meta is not None and meta.buckets and meta.event.parts
+    v1 = json.loads(worker_meta.dump(meta))
+    del v1["version"]
+    v1["shed"] = [[float(a), float(b), k] for a, b, k in v1["shed"]]
+    resumed = Worker(0, view, WindowAggregate(WindowSpec(1_000)))
+    resumed.store, resumed.offset = copy.deepcopy(w.store), w.offset
+    resumed.meta = worker_meta.load(json.dumps(v1).encode())
+    rows = [marker(1, 0), data("b", 4.0, 1_600, 0)]
+    went_on = w.step(copy.deepcopy(rows), watermark=2_000)
+    again = resumed.step(copy.deepcopy(rows), watermark=2_000)
+    assert emitted(again) == emitted(went_on)
+    assert emitted(went_on), "nothing was emitted: the comparison says nothing"
+    assert [(c.key, c.epoch, c.to_worker, c.state) for c in again.chunks] == [
+        (c.key, c.epoch, c.to_worker, c.state) for c in went_on.chunks
+    ]
+    assert went_on.chunks, "nothing was shipped: the comparison says nothing"
+    assert worker_meta.dump(resumed.meta) == worker_meta.dump(w.meta)
