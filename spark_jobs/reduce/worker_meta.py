@@ -16,9 +16,9 @@ Versions (docs/reduce.md, "The worker's meta"):
   integers (version 1 wrote them as floats, always whole). Read strictly: a key missing or
   unknown is an error (only this code writes version 2).
 
-A later change adds version 3: a writer of the new layout in :func:`_encode`, :data:`VERSION`
-raised, and a ``_read_v2`` that turns a version-2 blob into the new form (the reader of each
-older version stays).
+A later change adds version 3: the dataclasses change, :func:`_encode` writes the new layout,
+:data:`VERSION` becomes 3, a strict ``_read_v3`` reads it, and ``_read_v2`` (like ``_read_v1``)
+turns a version-2 blob into the new form; :data:`READERS` maps each version to its reader.
 """
 
 from __future__ import annotations
