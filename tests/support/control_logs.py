@@ -226,6 +226,9 @@ def produce_log(kafka: Any, topic: str, events: Iterable[dict], chunk: int = 5_0
         chunks.put(batch, timeout=600)
         chunks.put(None, timeout=600)
         written = outcome.get(timeout=900)
+    except BaseException:
+        child.kill()  # nothing more is coming: it would wait for the next chunk
+        raise
     finally:
         child.join(60)
         if child.is_alive():
