@@ -291,7 +291,7 @@ def _run(kit: ReduceKit, net: hosts.HostNet, cluster: Any, found: dict[str, Any]
     workers = list(cluster.workers)
     found["listening"] = {n: [s for s in sockets(net, n) if s.listening] for n in HOSTS}
     driver = set(descendants(kit.pipe.service(kit.jobs["agg"]).pid or 0))
-    driver_ports = {s.port for s in sockets(net, "apps") if s.listening and set(s.owners) & driver}
+    driver_ports = {s.port for s in found["listening"]["apps"] if set(s.owners) & driver}
     found["executors_to_driver"] = [
         s for s in sockets(net, "spark")
         if s.state == "ESTAB" and s.peer == net.host("apps").address and s.peer_port in driver_ports
@@ -322,8 +322,7 @@ def _run(kit: ReduceKit, net: hosts.HostNet, cluster: Any, found: dict[str, Any]
     kept = [e for i, e in enumerate(events) if i not in late]
     counted = reduce_reference.expected_aggregates(kept, 4000, 2000)
     found["verdict"] = judge(kit.rows("agg"), counted, every, ignore_keys=[FLUSH_KEY])
-    metadata = kafka_metadata(kit)
-    found["brokers_seen"] = metadata
+    found["brokers_seen"] = kafka_metadata(kit)
     found["driver_log"] = kit.job_log("agg").read_text(errors="replace")
 
 
