@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from plots import MODES, two_mode_scatter  # beside this script (run as bench/router/NAME.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 DRIVER = r"""
@@ -160,24 +162,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def plot(runs: list[dict], medians: dict, base: str, head: str, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for i, mode in enumerate(("alo", "eos")):
-        for j, (which, rev) in enumerate((("base", base), ("head", head))):
-            xs = [i * 3 + j] * sum(1 for r in runs if r["mode"] == mode and r["commit"] == which)
-            ys = [r["ratio"] for r in runs if r["mode"] == mode and r["commit"] == which]
-            ax.scatter(xs, ys, color=f"C{j}", label=rev if i == 0 else None)
-            ax.hlines(medians[mode][which], i * 3 + j - 0.3, i * 3 + j + 0.3, color=f"C{j}")
-    ax.set_xticks([0.5, 3.5], ["at-least-once", "exactly-once"])
-    ax.set_ylabel("router / bare (records/s)")
-    ax.set_title("Router vs bare loop, two commits, one broker")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    """Each run's router/bare ratio, by mode and commit (the mark: the median of the runs)."""
+    points = {
+        mode: {which: [r["ratio"] for r in runs if r["mode"] == mode and r["commit"] == which]
+               for which in ("base", "head")}
+        for mode, _name in MODES
+    }  # fmt: skip
+    two_mode_scatter(points, {"base": base, "head": head}, path, ylabel="router / bare (records/s)",
+                     title="Router vs bare loop, two commits, one broker")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ import time
 import uuid
 from pathlib import Path
 
+from plots import MODES, two_mode_scatter  # beside this script (run as bench/router/NAME.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -113,25 +115,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def plot(runs: list[dict], medians: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for i, mode in enumerate(("alo", "eos")):
-        for j, which in enumerate(("plain", "secured")):
-            ys = [r["records_per_s"] for r in runs if r["mode"] == mode and r["stack"] == which]
-            ax.scatter([i * 3 + j] * len(ys), ys, color=f"C{j}", label=which if i == 0 else None)
-        ax.annotate(f"secured/plain {medians[mode]:.2f}", (i * 3 + 0.5, 0), xytext=(0, 5),
-                    textcoords="offset points", ha="center")  # fmt: skip
-    ax.set_xticks([0.5, 3.5], ["at-least-once", "exactly-once"])
-    ax.set_ylabel("router records/s")
-    ax.set_ylim(bottom=0)
-    ax.set_title("Router on a secured broker vs an open one")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    """Each run's router throughput, by mode and stack; the secured/plain median ratio under each."""
+    points = {
+        mode: {which: [r["records_per_s"] for r in runs if r["mode"] == mode and r["stack"] == which]
+               for which in ("plain", "secured")}
+        for mode, _name in MODES
+    }  # fmt: skip
+    notes = {mode: f"secured/plain {medians[mode]:.2f}" for mode, _name in MODES}
+    two_mode_scatter(points, {"plain": "plain", "secured": "secured"}, path, ylabel="router records/s",
+                     title="Router on a secured broker vs an open one", notes=notes)  # fmt: skip
 
 
 if __name__ == "__main__":

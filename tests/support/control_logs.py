@@ -9,9 +9,12 @@ every epoch, and the answers read off those states one epoch at a time.
 
 from __future__ import annotations
 
+import multiprocessing
 import random
-from collections.abc import Iterator, Sequence
+import traceback
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ballast.control.state import (
     ControlState,
@@ -177,3 +180,59 @@ class Truth:
 
     def ever_pinned(self) -> set[str]:
         return {k.decode() for s in self.states for k in s.table}
+
+
+# the producing process's librdkafka settings: big lz4 batches, the log is written as fast as it can
+FAST_PRODUCER = {"linger.ms": 50, "compression.type": "lz4", "batch.size": 1 << 20}
+
+
+def _encode_and_produce(kafka: Any, topic: str, chunks: Any, outcome: Any) -> None:
+    """The producing process: Avro-encode each event, key it by its epoch, produce it, in order."""
+    from ballast.avro.codec import AvroCodec
+    from ballast.control.state import CONTROL_SCHEMA
+    from ballast.kafka.clients import make_producer, produce_all
+
+    try:
+        codec = AvroCodec(CONTROL_SCHEMA)
+
+        def records() -> Iterator[tuple[bytes, bytes]]:
+            while (chunk := chunks.get(timeout=600)) is not None:
+                for event in chunk:
+                    yield str(event["epoch"]).encode(), codec.encode(event)
+
+        producer = make_producer(kafka, **FAST_PRODUCER)
+        outcome.put(produce_all(producer, topic, records(), flush_timeout=600))
+    except BaseException:  # the caller raises it
+        outcome.put(traceback.format_exc())
+
+
+def produce_log(kafka: Any, topic: str, events: Iterable[dict], chunk: int = 5_000) -> int:
+    """Produce ``events`` to ``topic`` in order, each keyed by its epoch; how many were written.
+
+    Why another process: Avro-encoding a long log costs about as much CPU as generating it (and
+    folding it for the truth), so on two cores the encoding and producing run beside the caller's
+    generation (``spawn``: a fork would copy the caller's librdkafka clients and their threads)."""
+    ctx = multiprocessing.get_context("spawn")
+    chunks, outcome = ctx.Queue(maxsize=16), ctx.Queue()
+    child = ctx.Process(target=_encode_and_produce, args=(kafka, topic, chunks, outcome), daemon=True)
+    child.start()
+    try:
+        batch: list[dict] = []
+        for event in events:
+            batch.append(event)
+            if len(batch) >= chunk:
+                chunks.put(batch, timeout=600)
+                batch = []
+        chunks.put(batch, timeout=600)
+        chunks.put(None, timeout=600)
+        written = outcome.get(timeout=900)
+    except BaseException:
+        child.kill()  # nothing more is coming: it would wait for the next chunk
+        raise
+    finally:
+        child.join(60)
+        if child.is_alive():
+            child.kill()
+    if not isinstance(written, int):
+        raise AssertionError(f"producing the log failed:\n{written}")
+    return written

@@ -3,7 +3,8 @@
 The log is what a long-running deployment writes: paced migrations (START, the ROUTING_UPDATE that
 moves 16 keys, STATE_SENT, DONE) over 2,000 keys, a shedding change every ~100 epochs, and a
 snapshot every 1,000 epochs as the controller writes it (with the history). It is produced with a
-plain fast producer, not through the controller.
+plain fast producer, not through the controller (encoded and produced in a process of its own while
+the test generates the events and folds its truth: tests/support/control_logs.py).
 
 Asserted: the *work* each reader does to start (records read, events folded) and the memory the
 reduce's fold holds (tracemalloc), both bounded by the live state and not by the log's length, and
@@ -23,15 +24,13 @@ from typing import Any
 
 import pytest
 
-from ballast.avro.codec import AvroCodec
 from ballast.control.log import SCAN_CHUNK, SNAPSHOT_EVERY, ControlLogReader
-from ballast.control.state import CONTROL_SCHEMA, initial_state, keep_for
+from ballast.control.state import initial_state, keep_for
 from ballast.deployment.create import create_deployment
-from ballast.kafka.clients import make_producer, produce_all
 from ballast.kafka.topics import TopicLayout
 from ballast.routing.murmur2 import kafka_partition
 from spark_jobs.reduce.ownership_log import OwnershipLog
-from tests.support.control_logs import TOPIC, LogShape, control_log, key_name
+from tests.support.control_logs import TOPIC, LogShape, control_log, key_name, produce_log
 
 SHAPE = LogShape()  # 1,000,000 epochs, 8 workers, 2,000 keys, a snapshot every 1,000
 W = SHAPE.workers
@@ -81,11 +80,10 @@ def long_log(kafka_config, admin):
     """A deployment whose control log holds 1,000,000 epochs; the expected routing."""
     layout = TopicLayout(prefix=f"longlog-{uuid.uuid4().hex[:8]}", workers=W, input_partitions=2)
     create_deployment(kafka_config, layout, admin=admin, issuer="tests")  # the genesis: epoch 0
-    codec = AvroCodec(CONTROL_SCHEMA)
     expected = Expected()
     probes: dict[int, dict[str, int]] = {}  # epoch -> the owners of some keys then (old epochs)
 
-    def records():
+    def events():
         for event in control_log(SHAPE):
             expected.see(event)
             epoch = int(event["epoch"])
@@ -93,11 +91,10 @@ def long_log(kafka_config, admin):
                 probes[epoch] = {key_name(i): expected.owner(key_name(i)) for i in range(0, SHAPE.keys, 7)}
             if epoch == 0:
                 continue  # the deployment's genesis is the same event
-            yield str(epoch).encode(), codec.encode(event)
+            yield event
 
-    fast = {"linger.ms": 50, "compression.type": "lz4", "batch.size": 1 << 20}
-    producer = make_producer(kafka_config, **fast)
-    written = produce_all(producer, layout.name("control"), records(), flush_timeout=600)
+    # encoded and produced by a process of its own while this one generates and folds
+    written = produce_log(kafka_config, layout.name("control"), events())
     assert written == expected.last and expected.last >= SHAPE.epochs
     return layout, expected, probes
 
