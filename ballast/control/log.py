@@ -54,21 +54,12 @@ from ballast.control.state import (
     is_base_snapshot,
     snapshot_history,
 )
+from ballast.kafka.clients import leader_settling
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.identities import scratch_group
 from ballast.waiting import WaitTimeout, wait_until
 
 log = logging.getLogger(__name__)
-
-# a control topic created moments ago answers these until its leader is elected
-_NOT_READY = (
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-    KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError.UNKNOWN_TOPIC_OR_PART,
-    # librdkafka's own word for a partition its metadata does not hold yet: on a cluster of several
-    # brokers, the one asked right after the topic was made may not know it for a moment
-    KafkaError._UNKNOWN_PARTITION,
-)
 
 # the writer appends a TABLE_SNAPSHOT once this many epochs passed since the last one
 SNAPSHOT_EVERY = 1000
@@ -207,7 +198,7 @@ class ControlLogReader:
                 return self.consumer.get_watermark_offsets(self._tp, timeout=min(timeout, 5.0), cached=False)
             except KafkaException as exc:
                 err = exc.args[0]
-                if err.retriable() or err.code() in _NOT_READY:
+                if leader_settling(err):
                     return None
                 raise
 

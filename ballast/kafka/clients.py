@@ -112,12 +112,20 @@ def produce_all(
 
 
 # errors a partition's offsets are asked again for: its leader moved (a broker failed over) or is
-# not known yet; the client's metadata catches up within seconds
-_LEADER_MOVING = frozenset({
+# not known yet; the client's metadata catches up within seconds. OFFSET_NOT_AVAILABLE is a new
+# leader whose high watermark has not caught up yet (KIP-207); _UNKNOWN_PARTITION is librdkafka's
+# word for a partition its metadata does not hold yet (a topic made moments ago). librdkafka marks
+# neither retriable.
+_LEADER_SETTLING = frozenset({
     KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
-    KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT,
-    KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError._UNKNOWN_PARTITION, KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.OFFSET_NOT_AVAILABLE,
 })  # fmt: skip
+
+
+def leader_settling(err: KafkaError) -> bool:
+    """Whether a partition's offsets failed only because its leadership is settling: ask again."""
+    return err.retriable() or err.code() in _LEADER_SETTLING
 
 
 def high_watermark(consumer: Consumer, topic: str, partition: int, timeout_s: float = 60.0) -> int:
@@ -130,6 +138,6 @@ def high_watermark(consumer: Consumer, topic: str, partition: int, timeout_s: fl
             return consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1]
         except KafkaException as exc:
             err = exc.args[0]
-            if not (err.retriable() or err.code() in _LEADER_MOVING) or time.monotonic() >= deadline:
+            if not leader_settling(err) or time.monotonic() >= deadline:
                 raise
             time.sleep(0.5)

@@ -30,7 +30,7 @@ from ballast.devstack.stack import start_stack, stop_stack
 from ballast.devstack.state import StackState
 from ballast.harness.pipeline import Pipeline
 from ballast.kafka.admin import make_admin
-from ballast.kafka.clients import make_consumer
+from ballast.kafka.clients import high_watermark, make_consumer
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout
 from ballast.metrics.records import LagSample
@@ -119,8 +119,8 @@ class Outages:
         no cached leader to be wrong about after an outage."""
         probe = make_consumer(self.kafka.with_client_id("outage-test-ends"), f"{self.group}-probe")
         try:
-            return [probe.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1]
-                    for p in range(PARTITIONS)]  # fmt: skip
+            # asked again while the restarted broker's high watermark catches up after the election
+            return [high_watermark(probe, self.topic, p) for p in range(PARTITIONS)]
         finally:
             probe.close()
 
