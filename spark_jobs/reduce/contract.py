@@ -1,19 +1,20 @@
-"""What a worker step takes and gives: the kinds of rows, its configuration, its outputs, its meta.
+"""What a worker step takes and gives: the kinds of rows, its configuration, its outputs.
 
 Why a module of its own: the Spark adapter (:mod:`spark_jobs.reduce.stateful`), the query
 (:mod:`spark_jobs.reduce.job`), the output encoder and the tests all speak this contract, and none
-of them needs the step's logic (:mod:`spark_jobs.reduce.engine`) to do so.
+of them needs the step's logic (:mod:`spark_jobs.reduce.engine`) to do so. The meta a step carries
+from one batch to the next is :mod:`spark_jobs.reduce.worker_meta`'s.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from spark_jobs.processors.batch import Results
+from spark_jobs.reduce.worker_meta import WorkerMeta
 
 DATA, MARKER, CHUNK, CONTROL, BAD = 0, 1, 2, 3, -1
 DONE_KEY = ""  # a state chunk with an empty key (never a record's key): "shipment done" for its epoch
@@ -64,26 +65,7 @@ class StepResult:
     dead: list[DeadLetter] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     next_due: int | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-
-
-def new_meta() -> dict[str, Any]:
-    return {
-        "seen": {},  # input partition -> highest marker epoch covering it here
-        "inputs": [],  # input partitions found besides the configured ones (new partitions)
-        "known": 0,  # the highest epoch seen in this partition
-        "log_epoch": 0,  # the control log's end as the batches so far read it (CONTROL rows)
-        "shipped": 0,  # moves of every epoch up to this one have been shipped (or are owed)
-        "buckets": {},  # bucket -> [due, expire, rows, bytes]
-        "pending": {},  # key -> {run: {"ship_at", "ship_to", "held", "counts": {count: [indices]}}}
-        "rehash": {},  # rehash epoch -> {"done": [senders], "installed": [keys]} (as the receiver)
-        "closed": [],  # rehash epochs every sender has announced done
-        "owed_done": [],  # rehash epochs whose "shipment done" this worker still owes
-        "steps": 0,
-        "watermark": 0,  # this worker's event time (spark_jobs.reduce.event_time)
-        "event": {},  # the EventClock's state: routed-log time, progress per input partition
-        "shed": [],  # shed spans reported to this worker (spark_jobs.reduce.shed_spans)
-    }
+    meta: WorkerMeta = field(default_factory=WorkerMeta)
 
 
 def listed(value: Any) -> list[Any]:
@@ -93,17 +75,6 @@ def listed(value: Any) -> list[Any]:
     return list(value)
 
 
-def new_pending() -> dict[str, Any]:
-    return {"ship_at": -1, "ship_to": -1, "held": 0, "counts": {}}
-
-
 def piece_name(key: str, run: int, count: int, index: int) -> str:
     return f"{run}\x00{count}\x00{index}\x00{key}"
 
-
-def dump_meta(meta: dict[str, Any]) -> bytes:
-    return json.dumps(meta, sort_keys=True).encode()
-
-
-def load_meta(blob: bytes | None) -> dict[str, Any] | None:
-    return None if not blob else json.loads(blob)

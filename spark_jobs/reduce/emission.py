@@ -68,8 +68,7 @@ class Emission:
             return  # a per-key processor's windows are its own: its rows follow the settings' history
         self.spans.add(first, last, keep)
         size = p.windows.size_ms
-        for b in list(self.meta["buckets"]):
-            start = int(b)
+        for start in list(self.meta.buckets):
             if start > last or start + size <= first:
                 continue
             table = self._bucket(start)
@@ -112,7 +111,7 @@ class Emission:
         """The control log's end as this batch knows it: its CONTROL rows (the job reads the
         control topic as a second source, so a replayed batch reads the same end), or the highest
         epoch its own partition carried, whichever is later."""
-        return max(int(self.meta.get("log_epoch", 0)), int(self.meta["known"]))
+        return max(self.meta.log_epoch, self.meta.known)
 
     def _may_emit(self, rows: Table) -> np.ndarray:
         """Per row: its run is complete here and has no known end (asked of the log as this batch
@@ -120,7 +119,7 @@ class Emission:
         may = np.ones(len(rows), dtype=bool)
         if not len(rows):
             return may
-        pending = self.meta["pending"]
+        pending = self.meta.pending
         moved = self.view.moved_keys
         rehash = bool(self.view.rehash_epochs)
         latest = self.log_epoch()
@@ -139,9 +138,9 @@ class Emission:
 
     def _emit_due(self) -> None:
         wm = self.watermark
-        for b, (due, expire, _rows, _bytes) in list(self.meta["buckets"].items()):
-            if due <= wm or expire <= wm:
-                self._bucket(int(b))
+        for b, bucket in list(self.meta.buckets.items()):
+            if bucket.due <= wm or bucket.expire <= wm:
+                self._bucket(b)
         for b in sorted(self._loaded):
             table = self._loaded[b]
             if not len(table):

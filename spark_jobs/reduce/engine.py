@@ -34,8 +34,11 @@ rows carry): a micro-batch replayed after a crash writes the same chunks and res
 receiver applies a chunk once.
 
 Migration (markers, shipping, chunks, installs) lives in :mod:`spark_jobs.reduce.migration`;
-event time, emission and what a row may claim in :mod:`spark_jobs.reduce.emission`; the rows and
-outputs the step speaks in :mod:`spark_jobs.reduce.contract`.
+event time, emission and what a row may claim in :mod:`spark_jobs.reduce.emission`; the step's
+working copy of its stored buckets and held records in :mod:`spark_jobs.reduce.step_storage`; the
+rows and outputs the step speaks in :mod:`spark_jobs.reduce.contract`; what it keeps from one
+batch to the next besides its rows (the meta, typed and versioned) in
+:mod:`spark_jobs.reduce.worker_meta`.
 """
 
 from __future__ import annotations
@@ -59,8 +62,6 @@ from spark_jobs.reduce.contract import (
     DeadLetter,
     StepResult,
     WorkerConfig,
-    new_meta,
-    new_pending,
 )
 from spark_jobs.reduce.emission import Emission
 from spark_jobs.reduce.event_time import EventClock
@@ -68,10 +69,12 @@ from spark_jobs.reduce.frontier import InputFrontier
 from spark_jobs.reduce.migration import Migration
 from spark_jobs.reduce.ownership import OwnershipView
 from spark_jobs.reduce.shed_spans import ShedSpans
-from spark_jobs.reduce.store import HeldRecords, StateStore
+from spark_jobs.reduce.step_storage import StepStorage
+from spark_jobs.reduce.store import StateStore
+from spark_jobs.reduce.worker_meta import PendingRun, WorkerMeta
 
 
-class WorkerStep(Migration, Emission):
+class WorkerStep(StepStorage, Migration, Emission):
     """One micro-batch (or one timer firing) of one worker; build a new one per call."""
 
     def __init__(
@@ -80,7 +83,7 @@ class WorkerStep(Migration, Emission):
         processor: BatchProcessor,
         view: OwnershipView,
         store: StateStore,
-        meta: dict[str, Any] | None,
+        meta: WorkerMeta | None,
         extra_inputs: tuple[str, ...] = (),
     ) -> None:
         self.config = config
@@ -89,19 +92,16 @@ class WorkerStep(Migration, Emission):
         self.schema = processor.schema()
         self.view = view
         self.store = store
-        self.meta = meta if meta is not None else new_meta()
-        for name, value in new_meta().items():
-            self.meta.setdefault(name, value)
-        inputs = sorted(set(config.input_partitions) | set(self.meta["inputs"]) | set(extra_inputs))
-        self.meta["inputs"] = [p for p in inputs if p not in config.input_partitions]
-        self.frontier = InputFrontier(inputs, self.meta["seen"])
-        self.clock = EventClock(inputs, self.meta["event"], config.watermark_delay_ms, config.idle_timeout_ms)
-        self.spans = ShedSpans(self.meta["shed"])
+        self.meta = meta if meta is not None else WorkerMeta()
+        inputs = sorted(set(config.input_partitions) | set(self.meta.inputs) | set(extra_inputs))
+        self.meta.inputs = [p for p in inputs if p not in config.input_partitions]
+        self.frontier = InputFrontier(inputs, self.meta.seen)
+        self.clock = EventClock(inputs, self.meta.event, config.watermark_delay_ms, config.idle_timeout_ms)
+        self.spans = ShedSpans(self.meta.shed)
         # the job's input topics: a record that does not name its own is from the only one (if one)
         self.topics = tuple(sorted({pid.rsplit(":", 1)[0] for pid in inputs}))
         self._topic = self.topics[0] if len(self.topics) == 1 else ""
-        self._loaded: dict[int, Table] = {}
-        self._dirty: set[int] = set()
+        self._init_storage()
         self.out = StepResult()
         self._results: list[Results] = []
         self._sent: list[dict[str, Any]] = []
@@ -109,91 +109,7 @@ class WorkerStep(Migration, Emission):
         self._counts: dict[str, int] = defaultdict(int)
         self._latencies: list[np.ndarray] = []
         self._records = 0
-        self._all_loaded = False
-        self._held: HeldRecords | None = None  # the store's held records, once a step reads them
-        self._held_dirty = False
         self._touched_keys: set[str] = set()
-
-    # --- storage ------------------------------------------------------------------------------------
-
-    def _bucket(self, b: int) -> Table:
-        table = self._loaded.get(b)
-        if table is None:
-            blob = self.store.get_bucket(b) if str(b) in self.meta["buckets"] else None
-            table = Table.from_bytes(self.schema, blob) if blob else Table.empty(self.schema)
-            self._loaded[b] = table
-        return table
-
-    def _load_all(self) -> None:
-        if not self._all_loaded:
-            for b in list(self.meta["buckets"]):
-                self._bucket(int(b))
-            self._all_loaded = True
-
-    def _all_rows(self) -> Table:
-        self._load_all()
-        return Table.concat(
-            [self._bucket(int(b)) for b in sorted(self._loaded)] or [Table.empty(self.schema)]
-        )
-
-    def _put_rows(self, rows: Table, buckets: set[int]) -> None:
-        """``rows`` become the contents of ``buckets`` (each row into its own bucket)."""
-        ids = self.processor.bucket_of_rows(rows)
-        order = np.argsort(ids, kind="stable")
-        ids_sorted = ids[order]
-        present = set(np.unique(ids_sorted).tolist())
-        for b in buckets | present:
-            lo, hi = np.searchsorted(ids_sorted, [b, b + 1])
-            self._loaded[b] = rows.take(order[lo:hi])
-            self._dirty.add(b)
-
-    def _add_rows(self, rows: Table) -> None:
-        """``rows`` (of (key, run)s the buckets do not hold) added to their buckets."""
-        ids = self.processor.bucket_of_rows(rows)
-        for b in np.unique(ids).tolist():
-            self._loaded[b] = Table.concat([self._bucket(b), rows.take(np.flatnonzero(ids == b))])
-            self._dirty.add(b)
-
-    def _all_held(self) -> HeldRecords:
-        """Every held record, read from the store once a step (installs take from this copy)."""
-        if self._held is None:
-            self._held = self.store.held()
-        return self._held
-
-    def _holds_any(self) -> bool:
-        return any(e.get("held", 0) for runs in self.meta["pending"].values() for e in runs.values())
-
-    def _flush(self) -> None:
-        if self._held_dirty and self._held is not None:
-            self.store.replace_held(self._held)
-        meta_buckets = self.meta["buckets"]
-        for b in sorted(self._dirty):
-            table = self._loaded[b]
-            if not len(table):
-                if str(b) in meta_buckets:
-                    self.store.remove_bucket(b)
-                    del meta_buckets[str(b)]
-                continue
-            blob = table.to_bytes()
-            self.store.put_bucket(b, blob)
-            due, expire = self._bucket_times(table)
-            meta_buckets[str(b)] = [int(due), int(expire), len(table), len(blob)]
-
-    def _bucket_times(self, table: Table) -> tuple[int, int]:
-        """When the bucket next needs a look: its earliest row due for emission (rows of runs that
-        cannot emit now do not count: an install looks at every bucket), and the earliest a row
-        may be dropped past the horizon."""
-        may = self._may_emit(table)
-        dues = self.processor.due(table)[may]
-        due = int(dues.min()) if dues.size else NEVER
-        expire = self._expiry(table)
-        expire_any = int(expire[may].min()) if may.any() else NEVER
-        return due, expire_any
-
-    def _expiry(self, table: Table) -> np.ndarray:
-        if not self.processor.windowed:
-            return np.full(len(table), NEVER, dtype=np.int64)
-        return self.processor.window_end(table) + int(self.config.horizon_ms)
 
     # --- the step -----------------------------------------------------------------------------------
 
@@ -204,13 +120,13 @@ class WorkerStep(Migration, Emission):
         before them); the markers it reads may raise it, and emission uses the raised one."""
         started = time.perf_counter()
         self.now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
-        self.watermark = int(self.meta["watermark"])
+        self.watermark = self.meta.watermark
         self._reached = self.watermark  # raised marker by marker as progress is read
         if rows is not None and len(rows):
             control = rows["kind"].to_numpy() == CONTROL
             if control.any():
                 ends = rows["epoch"].to_numpy()[control]
-                self.meta["log_epoch"] = max(int(self.meta.get("log_epoch", 0)), int(ends.max()))
+                self.meta.log_epoch = max(self.meta.log_epoch, int(ends.max()))
                 rows = rows[~control]
         if rows is not None and len(rows):
             rows = rows.sort_values("offset", kind="stable").reset_index(drop=True)
@@ -222,12 +138,12 @@ class WorkerStep(Migration, Emission):
         self._forget_old_spans()  # after emission: a window the watermark just passed uses them
         self._flush()
         meta = self.meta
-        meta["watermark"] = self.watermark
-        meta["event"] = self.clock.state()
-        meta["shed"] = self.spans.saved()
-        meta["seen"] = self.frontier.seen
-        meta["steps"] = int(meta["steps"]) + 1
-        dues = [d for b in meta["buckets"].values() for d in (b[0], b[1]) if d < NEVER]
+        meta.watermark = int(self.watermark)
+        meta.event = self.clock.state()
+        meta.shed = self.spans.saved()
+        meta.seen = self.frontier.seen
+        meta.steps += 1
+        dues = [d for b in meta.buckets.values() for d in (b.due, b.expire) if d < NEVER]
         self.out.next_due = min(dues) if dues else None
         self.out.results = Results.concat(self._results)
         self.out.meta = meta
@@ -270,27 +186,26 @@ class WorkerStep(Migration, Emission):
     def _see_epoch(self, epoch: int) -> None:
         """Every epoch up to ``epoch`` has reached this partition: register the runs its table moves
         bring here as pending (their chunks must come), in epoch order."""
-        known = int(self.meta["known"])
+        known = self.meta.known
         if epoch <= known:
             return
-        pending = self.meta["pending"]
         for e in range(known + 1, epoch + 1):
             for key, (_old, new) in self.view.moves_at(e).items():
                 if new == self.me:
-                    pending.setdefault(key, {}).setdefault(str(e), new_pending())
-        self.meta["known"] = epoch
+                    self.meta.await_run(key, e)
+        self.meta.known = epoch
 
-    def _pending(self, key: str, run: int) -> dict[str, Any] | None:
-        return self.meta["pending"].get(key, {}).get(str(run))
+    def _pending(self, key: str, run: int) -> PendingRun | None:
+        return self.meta.pending_run(key, run)
 
     def _rehash_complete(self, key: str, run: int) -> bool:
         """Whether a run started by a rehash needs no chunk any more (done, installed or closed)."""
-        if run in self.meta["closed"]:
+        if run in self.meta.closed:
             return True
-        opened = self.meta["rehash"].get(str(run))
+        opened = self.meta.rehash.get(run)
         if opened is None:
             return False
-        return key in opened["installed"] or self.view.owner(key, run - 1) in opened["done"]
+        return key in opened.installed or self.view.owner(key, run - 1) in opened.done
 
     def _is_rehash_run(self, run: int) -> bool:
         return run > 0 and self.view.rehash_at(run) is not None
@@ -299,14 +214,13 @@ class WorkerStep(Migration, Emission):
         """Per record: True when its run is complete here, False when it waits for its chunk (a
         rehash run not known complete becomes pending here)."""
         complete = np.ones(keys.size, dtype=bool)
-        pending_keys = self.meta["pending"]
-        candidates = np.flatnonzero(runs > 0) if not pending_keys else np.arange(keys.size)
+        candidates = np.flatnonzero(runs > 0) if not self.meta.pending else np.arange(keys.size)
         for i in candidates.tolist():
             key, run = str(keys[i]), int(runs[i])
             if self._pending(key, run) is not None:
                 complete[i] = False
             elif run > 0 and self._is_rehash_run(run) and not self._rehash_complete(key, run):
-                pending_keys.setdefault(key, {})[str(run)] = new_pending()
+                self.meta.pending.setdefault(key, {})[run] = PendingRun()
                 complete[i] = False
         return complete
 
@@ -368,7 +282,7 @@ class WorkerStep(Migration, Emission):
         if held_count:
             self._counts["held"] += held_count
             for key, r in zip(keys[~complete].tolist(), run[~complete].tolist(), strict=True):
-                self._pending(str(key), int(r))["held"] += 1  # type: ignore[index]
+                self._pending(str(key), int(r)).held += 1  # type: ignore[union-attr]
 
     def _legacy_records(
         self, block: pd.DataFrame, legacy: np.ndarray, t: np.ndarray, stamps: np.ndarray, offsets: np.ndarray,
@@ -445,7 +359,7 @@ class WorkerStep(Migration, Emission):
         """Records of runs this worker has shipped already: their run ended at an epoch whose moves
         were shipped (the frontier passed it). Asked only of keys that can have an end."""
         out = np.zeros(keys.size, dtype=bool)
-        shipped = int(self.meta["shipped"])
+        shipped = self.meta.shipped
         if shipped <= 0:
             return out
         moved = self.view.moved_keys
@@ -478,24 +392,6 @@ class WorkerStep(Migration, Emission):
         folded = self._with_terms(folded, keys, runs, t, keep, v)
         self._put_rows(folded, buckets)
         self._touched_keys.update(np.unique(keys).tolist()[: 10 * self.config.heavy_keys])
-
-    def _hold(
-        self,
-        keys: np.ndarray,
-        runs: np.ndarray,
-        seq: np.ndarray,
-        t: np.ndarray,
-        v: np.ndarray,
-        keep: np.ndarray,
-    ) -> None:
-        if not keys.size:
-            return
-        block = HeldRecords(keys, runs, seq, t, v, keep)
-        if self._held is None:
-            self.store.append_held(block)  # one call, nothing read back
-        else:
-            self._held = HeldRecords.concat([self._held, block])
-            self._held_dirty = True
 
     def _exclude(
         self, keys: np.ndarray, runs: np.ndarray, t: np.ndarray, offsets: np.ndarray, raw: np.ndarray,
@@ -549,17 +445,17 @@ class WorkerStep(Migration, Emission):
         counts = self._counts
         return {
             "worker": self.me,
-            "epoch": int(meta["known"]),
+            "epoch": meta.known,
             "records": self._records,
             "busy_ms": busy_s * 1000.0,
-            "state_bytes": int(sum(b[3] for b in meta["buckets"].values())),
-            "state_keys": int(sum(b[2] for b in meta["buckets"].values())),
+            "state_bytes": int(sum(b.stored_bytes for b in meta.buckets.values())),
+            "state_keys": int(sum(b.rows for b in meta.buckets.values())),
             "frontier_epoch": self.frontier.frontier,
             "watermark_ms": self.watermark,
-            "step": int(meta["steps"]),
+            "step": meta.steps,
             "late_records": counts["late"] + counts["too-late"],
             "held_records": counts["held"],
-            "pending_keys": len(meta["pending"]),
+            "pending_keys": len(meta.pending),
             "duplicate_chunks": counts["duplicate_chunks"],
             "heavy_state": heavy,
             "chunks_sent": self._sent,
@@ -574,7 +470,7 @@ class WorkerStep(Migration, Emission):
             + counts["misdirected-marker"]
             + counts["malformed"],
             "corrections": counts["corrections"],
-            "state_buckets": len(meta["buckets"]),
+            "state_buckets": len(meta.buckets),
             # the step's work, counted: the buckets it loaded or rewrote and the rows they hold (not
             # in WorkerStats; tests read them, and CPU time is bench-reduce-soak's to measure)
             "buckets_touched": len(self._loaded),
@@ -590,8 +486,8 @@ class WorkerStep(Migration, Emission):
             return []
         per_row = max(
             1,
-            sum(b[3] for b in self.meta["buckets"].values())
-            // max(1, sum(b[2] for b in self.meta["buckets"].values())),
+            sum(b.stored_bytes for b in self.meta.buckets.values())
+            // max(1, sum(b.rows for b in self.meta.buckets.values())),
         )
         keys, counts = np.unique(rows.key, return_counts=True)
         top = np.argsort(-counts, kind="stable")[: self.config.heavy_keys]

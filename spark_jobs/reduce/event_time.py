@@ -30,7 +30,8 @@ their data records as they reach this worker, each clamped to its routed record'
 ``max_future_ms``: the old rule, per partition.
 
 State (kept in the worker's meta, so it is checkpointed with the batch): the log time, and per
-partition ``[progress, log time it last advanced (or was first seen; -1: not yet), legacy]``.
+partition its progress, the log time it last advanced (or was first seen; -1: not yet) and whether
+it is legacy (:class:`~spark_jobs.reduce.worker_meta.ClockState`).
 """
 
 from __future__ import annotations
@@ -38,22 +39,27 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from spark_jobs.reduce.worker_meta import ClockState, PartitionClock
+
 UNKNOWN = -1
 
 
 class EventClock:
     """Per input partition progress, the idle rule and the watermark (module docstring)."""
 
-    def __init__(self, partitions: Iterable[str], state: dict[str, Any], delay_ms: int, idle_ms: int) -> None:
+    def __init__(
+        self, partitions: Iterable[str], state: ClockState | None, delay_ms: int, idle_ms: int
+    ) -> None:
+        state = state if state is not None else ClockState()
         self.delay_ms = int(delay_ms)
         self.idle_ms = int(idle_ms)
-        self.log_ms = int(state.get("log", UNKNOWN))
-        saved = state.get("parts", {})
-        self.parts: dict[str, list[Any]] = {}
+        self.log_ms = int(state.log_ms)
+        saved = state.parts
+        self.parts: dict[str, list[Any]] = {}  # pid -> [progress, advanced at, legacy] (mutated in place)
         for pid in partitions:
             self.join(pid)
             if pid in saved:
-                self.parts[pid] = [int(saved[pid][0]), int(saved[pid][1]), bool(saved[pid][2])]
+                self.parts[pid] = [saved[pid].progress, saved[pid].advanced_at, saved[pid].legacy]
 
     def join(self, pid: str) -> None:
         """A partition of the job (from the topics' metadata or named by a marker)."""
@@ -108,8 +114,11 @@ class EventClock:
             return int(previous)
         return max(int(previous), min(active) - self.delay_ms)
 
-    def state(self) -> dict[str, Any]:
-        return {"log": self.log_ms, "parts": {pid: list(part) for pid, part in sorted(self.parts.items())}}
+    def state(self) -> ClockState:
+        return ClockState(
+            self.log_ms,
+            {pid: PartitionClock(int(p[0]), int(p[1]), bool(p[2])) for pid, p in sorted(self.parts.items())},
+        )
 
     def slowest(self) -> tuple[str, int] | None:
         """The active partition holding the watermark back, and its progress (stats)."""

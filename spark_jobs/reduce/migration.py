@@ -13,15 +13,14 @@ the moves are one concern, kept apart from folding records and from emission.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
 from spark_jobs.processors.table import Table
-from spark_jobs.reduce.contract import DONE_KEY, ChunkOut, listed, new_pending, piece_name
+from spark_jobs.reduce.contract import DONE_KEY, ChunkOut, listed, piece_name
 from spark_jobs.reduce.frontier import InputFrontier
 from spark_jobs.reduce.store import HeldRecords
+from spark_jobs.reduce.worker_meta import PendingRun
 
 
 class Migration:
@@ -36,7 +35,7 @@ class Migration:
         for pid in covers:
             if pid not in self.frontier._known:  # a new input partition: it joins the frontier
                 self.frontier = InputFrontier([*self.frontier.partitions, pid], self.frontier.seen)
-                self.meta["inputs"] = sorted({*self.meta["inputs"], pid} - set(self.config.input_partitions))
+                self.meta.inputs = sorted({*self.meta.inputs, pid} - set(self.config.input_partitions))
             self.clock.join(pid)
         self._progress(r, covers)
         # shed spans first: rows shipped below carry what they say
@@ -44,10 +43,9 @@ class Migration:
             if span["topic"] in self.topics:
                 self._shed(int(span["first"]), int(span["last"]), float(span["keep"]))
         after = self.frontier.observe(int(r["epoch"]), covers)
-        shipped = int(self.meta["shipped"])
-        for epoch in range(shipped + 1, after + 1):
+        for epoch in range(self.meta.shipped + 1, after + 1):
             self._ship_epoch(epoch)
-            self.meta["shipped"] = epoch
+            self.meta.shipped = epoch
 
     def _ship_epoch(self, epoch: int) -> None:
         """Ship everything ``epoch`` moves away from this worker."""
@@ -55,14 +53,14 @@ class Migration:
         rehash = self.view.rehash_at(epoch)
         if rehash is not None:
             moving = self._rehash_moves(epoch)
-            self.meta["owed_done"].append(epoch)
+            self.meta.owed_done.append(epoch)
         for key, _old, new in moving:
             self._ship(key, epoch, new)
 
     def _rehash_moves(self, epoch: int) -> list[tuple[str, int, int]]:
         """Every key held here (in state, held or pending) whose owner changes at ``epoch``."""
         rows = self._all_rows()
-        keys = set(rows.key.tolist()) | set(self.meta["pending"])
+        keys = set(rows.key.tolist()) | set(self.meta.pending)
         if not self.processor.mergeable and self._holds_any():
             keys |= set(self._all_held().key.tolist())
         if not keys:
@@ -81,9 +79,9 @@ class Migration:
         entry = self._pending(key, start)
         if entry is None and self._is_rehash_run(start) and not self._rehash_complete(key, start):
             # a rehash brought the key here and its old owner has not said done: state may still come
-            entry = self.meta["pending"].setdefault(key, {}).setdefault(str(start), new_pending())
+            entry = self.meta.await_run(key, start)
         if entry is not None:  # its own chunk has not come: ship when it does
-            entry["ship_at"], entry["ship_to"] = epoch, to
+            entry.ship_at, entry.ship_to = epoch, to
             return
         rows = self._take_rows(key, start)
         self._send(key, epoch, to, rows)
@@ -115,12 +113,12 @@ class Migration:
         chunk has not arrived, or the state of any key from an earlier rehash that is not closed
         here yet (its old owners have not all announced done), whose run may end at this epoch."""
         still = []
-        closed = set(self.meta["closed"])
-        for epoch in self.meta["owed_done"]:
+        closed = set(self.meta.closed)
+        for epoch in self.meta.owed_done:
             earlier_open = any(e < epoch and e not in closed for e in self.view.rehash_epochs)
             waiting = earlier_open or any(
-                self.view.run_end(key, int(run), epoch) is not None
-                for key, runs in self.meta["pending"].items()
+                self.view.run_end(key, run, epoch) is not None
+                for key, runs in self.meta.pending.items()
                 for run in runs
             )
             if waiting:
@@ -129,7 +127,7 @@ class Migration:
             for w in range(self.config.workers):
                 if w != self.me:
                     self.out.chunks.append(ChunkOut(DONE_KEY, epoch, self.me, w, 0, 0, b""))
-        self.meta["owed_done"] = still
+        self.meta.owed_done = still
 
     def _chunk(self, r: pd.Series) -> None:
         if str(r["chunk_job"]) != self.config.job:
@@ -160,11 +158,11 @@ class Migration:
             if not self._is_rehash_run(epoch) or self._rehash_complete(key, epoch):
                 self._counts["duplicate_chunks"] += 1  # installed already (or nothing was owed)
                 return
-            entry = self.meta["pending"].setdefault(key, {}).setdefault(str(epoch), new_pending())
+            entry = self.meta.await_run(key, epoch)
         count, index = int(r["chunk_count"]), int(r["chunk_index"])
         blob = bytes(r["chunk_state"]) if r["chunk_state"] is not None else b""
         if count > 1:
-            got = entry["counts"].setdefault(str(count), [])
+            got = entry.pieces.setdefault(count, [])
             if index not in got:
                 self.store.put_piece(piece_name(key, epoch, count, index), blob)
                 got.append(index)
@@ -174,7 +172,7 @@ class Migration:
             blob = b"".join(self.store.get_piece(name) or b"" for name in names)
         self._install(key, epoch, blob, sender, entry)
 
-    def _install(self, key: str, run: int, blob: bytes, sender: int, entry: dict[str, Any]) -> None:
+    def _install(self, key: str, run: int, blob: bytes, sender: int, entry: PendingRun) -> None:
         p = self.processor
         earlier = Table.from_bytes(self.schema, blob) if blob else Table.empty(self.schema)
         earlier.run = np.full(len(earlier), run, dtype=np.int64)  # the sender's run ids are its own
@@ -184,7 +182,7 @@ class Migration:
         else:
             # a non-mergeable run holds its records, not rows: its partial rows only count exclusions
             state = p.combine(Table.concat([earlier, partial]))
-            held = self._take_held(key, run) if entry.get("held", 0) else HeldRecords.empty()
+            held = self._take_held(key, run) if entry.held else HeldRecords.empty()
             if len(held):
                 order = np.argsort(held.seq, kind="stable")
                 h = held.take(order)
@@ -192,12 +190,11 @@ class Migration:
                 state = self._with_terms(state, h.key, h.run, h.event_time, h.keep, h.value)
         self._finish_pending(key, run, entry)
         if self._is_rehash_run(run):
-            opened = self.meta["rehash"].setdefault(str(run), {"done": [], "installed": []})
-            opened["installed"].append(key)
+            self.meta.receipt(run).installed.append(key)
         self._installed.append({"key": key, "epoch": run, "worker": sender, "bytes": len(blob)})
         # a run that ended while its state was on the way (the key moved on, a rehash came after)
         # goes on at once to the owner from its end: this worker's shipping for that epoch is past
-        end = self.view.run_end(key, run, int(self.meta["shipped"]))
+        end = self.view.run_end(key, run, self.meta.shipped)
         if end is not None:
             self._send(key, end, self.view.owner(key, end), state)
             return
@@ -211,32 +208,32 @@ class Migration:
             self._held_dirty = True
         return held.take(np.flatnonzero(mine))
 
-    def _finish_pending(self, key: str, run: int, entry: dict[str, Any]) -> None:
-        for count, got in entry.get("counts", {}).items():
+    def _finish_pending(self, key: str, run: int, entry: PendingRun) -> None:
+        for count, got in entry.pieces.items():
             for index in got:
-                self.store.remove_piece(piece_name(key, run, int(count), int(index)))
-        runs = self.meta["pending"].get(key, {})
-        runs.pop(str(run), None)
+                self.store.remove_piece(piece_name(key, run, count, index))
+        runs = self.meta.pending.get(key, {})
+        runs.pop(run, None)
         if not runs:
-            self.meta["pending"].pop(key, None)
+            self.meta.pending.pop(key, None)
         self._load_all()  # its rows in every bucket may emit now: they are looked at this step
 
     def _done(self, epoch: int, sender: int) -> None:
         """A sender's "shipment done" for rehash epoch ``epoch``: its keys' runs here complete."""
-        if epoch in self.meta["closed"]:
+        if epoch in self.meta.closed:
             self._counts["duplicate_chunks"] += 1
             return
-        opened = self.meta["rehash"].setdefault(str(epoch), {"done": [], "installed": []})
-        if sender in opened["done"]:
+        opened = self.meta.receipt(epoch)
+        if sender in opened.done:
             self._counts["duplicate_chunks"] += 1
             return
-        opened["done"].append(sender)
-        for key, runs in list(self.meta["pending"].items()):
-            entry = runs.get(str(epoch))
+        opened.done.append(sender)
+        for key, runs in list(self.meta.pending.items()):
+            entry = runs.get(epoch)
             if entry is None or self.view.owner(key, epoch - 1) != sender:
                 continue
             self._install(key, epoch, b"", sender, entry)  # nothing to merge: complete with what is here
             self._installed.pop()  # not a chunk
-        if len(opened["done"]) >= self.config.workers - 1:
-            del self.meta["rehash"][str(epoch)]
-            self.meta["closed"].append(epoch)
+        if len(opened.done) >= self.config.workers - 1:
+            del self.meta.rehash[epoch]
+            self.meta.closed.append(epoch)

@@ -26,14 +26,14 @@ from collections.abc import Iterable
 
 import numpy as np
 
-Span = tuple[int, int, float]  # (first, last) event-time ms, inclusive; the lowest keep-probability
+from spark_jobs.reduce.worker_meta import ShedSpan
 
 
 class ShedSpans:
     """Shed event-time spans of the job's input topics, as reported to one worker."""
 
-    def __init__(self, saved: Iterable[Iterable[float]] = ()) -> None:
-        self.spans: list[list[float]] = sorted([float(a), float(b), float(k)] for a, b, k in saved)
+    def __init__(self, saved: Iterable[ShedSpan] = ()) -> None:
+        self.spans: list[list[float]] = sorted([float(s.first), float(s.last), float(s.keep)] for s in saved)
 
     def __bool__(self) -> bool:
         return bool(self.spans)
@@ -64,5 +64,5 @@ class ShedSpans:
         """Forget spans ending before ``before`` (no window overlapping them can be written)."""
         self.spans = [s for s in self.spans if s[1] >= before]
 
-    def saved(self) -> list[list[float]]:
-        return [list(s) for s in self.spans]
+    def saved(self) -> list[ShedSpan]:
+        return [ShedSpan(int(a), int(b), float(k)) for a, b, k in self.spans]

@@ -31,7 +31,8 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from ballast.kafka.configuration import KafkaConfig
 from spark_jobs.processors.batch import batch_processor
 from spark_jobs.processors.spec import from_spec
-from spark_jobs.reduce.contract import BAD, CONTROL, WorkerConfig, dump_meta, load_meta
+from spark_jobs.reduce import worker_meta
+from spark_jobs.reduce.contract import BAD, CONTROL, WorkerConfig
 from spark_jobs.reduce.engine import WorkerStep
 from spark_jobs.reduce.frontier import partition_id
 from spark_jobs.reduce.letters import shared_records, with_records
@@ -302,8 +303,8 @@ class WorkerProcessor(StatefulProcessor):
         worker = self.worker_of[label]
         spec = self.spec
         entries = PiecedMap(self.entries)
-        meta = load_meta(entries.get((META, 0, "")))
-        known = max(int(meta["known"]), int(meta.get("log_epoch", 0))) if meta else 0
+        meta = worker_meta.load(entries.get((META, 0, "")))  # refuses a newer Ballast's layout
+        known = max(meta.known, meta.log_epoch) if meta is not None else 0
         frame = resolve_log_end(frame, self.log, spec.control_timeout_s)
         valid = frame["kind"].to_numpy() != BAD  # data, markers, chunks and the log's end
         if valid.any():
@@ -334,8 +335,7 @@ class WorkerProcessor(StatefulProcessor):
         context = TaskContext.get()
         result.stats["spark_partition"] = context.partitionId() if context is not None else -1
         result.stats["control_records_skipped"] = sum(self.log.skipped.values())
-        result.meta.pop("timer", None)  # written by versions that kept an event-time timer
-        entries.put((META, 0, ""), dump_meta(result.meta))
+        entries.put((META, 0, ""), worker_meta.dump(result.meta))
         return OutputEncoder(spec.topics, worker, spec.job).frame(result, int(time.time() * 1000))
 
     def close(self) -> None:

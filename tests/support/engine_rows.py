@@ -7,13 +7,16 @@ columns.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from ballast.control.state import make_event
 from spark_jobs.reduce.contract import CHUNK, CONTROL, DATA, MARKER
 from spark_jobs.reduce.ownership import OwnershipView
+
+if TYPE_CHECKING:
+    from spark_jobs.reduce.worker_meta import WorkerMeta
 
 N = 4  # routed partitions (workers)
 PARTITIONS = ("in:0", "in:1")  # input partitions
@@ -153,12 +156,12 @@ class Worker:
         return result
 
 
-def with_watermark(meta: dict[str, Any] | None, watermark: int) -> dict[str, Any]:
+def with_watermark(meta: WorkerMeta | None, watermark: int) -> WorkerMeta:
     """``meta`` (None: a new worker's) with its event time set to ``watermark``."""
-    from spark_jobs.reduce.contract import new_meta
+    from spark_jobs.reduce.worker_meta import WorkerMeta
 
-    meta = meta if meta is not None else new_meta()
-    meta["watermark"] = int(watermark)
+    meta = meta if meta is not None else WorkerMeta()
+    meta.watermark = int(watermark)
     return meta
 
 

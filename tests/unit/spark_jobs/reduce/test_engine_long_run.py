@@ -15,7 +15,8 @@ from ballast.routing.murmur2 import kafka_partition_array, murmur2_array
 from spark_jobs.processors.aggregate import WindowAggregate
 from spark_jobs.processors.batch import batch_processor
 from spark_jobs.processors.windows import WindowSpec
-from spark_jobs.reduce.contract import DATA, WorkerConfig, dump_meta
+from spark_jobs.reduce import worker_meta
+from spark_jobs.reduce.contract import DATA, WorkerConfig
 from spark_jobs.reduce.engine import WorkerStep
 from spark_jobs.reduce.ownership import OwnershipView
 from spark_jobs.reduce.store import DictStore
@@ -76,7 +77,7 @@ def test_a_million_new_keys_leave_state_and_step_work_flat() -> None:
         written.append(store.written - before)
         buckets_touched.append(result.stats["buckets_touched"])
         rows_touched.append(result.stats["rows_touched"])
-        meta_bytes.append(len(dump_meta(meta)))
+        meta_bytes.append(len(worker_meta.dump(meta)))
     assert seen >= 1_000_000
     # what is held: the windows the watermark has not closed (it is 1 s behind a batch; windows are
     # 1 s) and those closed within the 1 s correction horizon, 3 s of event time: 6 batches' keys

@@ -39,6 +39,7 @@ from spark_jobs.reduce.contract import DATA, MARKER, WorkerConfig
 from spark_jobs.reduce.engine import WorkerStep
 from spark_jobs.reduce.ownership import OwnershipView
 from spark_jobs.reduce.store import DictStore
+from spark_jobs.reduce.worker_meta import WorkerMeta
 from tests.support import reduce_reference
 from tests.support.engine_rows import COLUMNS, PARTITIONS, chunk_row, control, genesis, row
 
@@ -58,7 +59,7 @@ class Cluster:
         self.queues: list[list[dict[str, Any]]] = [[] for _ in range(W)]
         self.read = [0] * W
         self.stores = [DictStore() for _ in range(W)]
-        self.metas: list[dict | None] = [None] * W
+        self.metas: list[WorkerMeta | None] = [None] * W
         self.crash_rate = crash_rate
         self.dup_rate = dup_rate
         self.chunk_bytes = chunk_bytes

@@ -45,7 +45,7 @@ def windows(result) -> dict[tuple[str, int], int]:
 def test_the_watermark_is_the_slowest_partitions_progress_minus_the_delay_and_never_goes_back() -> None:
     from spark_jobs.reduce.event_time import EventClock
 
-    clock = EventClock(P, {}, delay_ms=100, idle_ms=0)
+    clock = EventClock(P, None, delay_ms=100, idle_ms=0)
     clock.saw_log_time(5)
     clock.announce("in:0", 10_000, 5)
     assert clock.watermark(0) == 0  # in:1 has shown nothing: it holds
@@ -60,7 +60,7 @@ def test_the_watermark_is_the_slowest_partitions_progress_minus_the_delay_and_ne
 def test_a_partition_silent_for_the_idle_timeout_of_log_time_is_left_out_and_all_silent_holds() -> None:
     from spark_jobs.reduce.event_time import EventClock
 
-    clock = EventClock(P, {}, delay_ms=0, idle_ms=1_000)
+    clock = EventClock(P, None, delay_ms=0, idle_ms=1_000)
     clock.announce("in:0", 5_000, 100)
     clock.announce("in:1", 1_000, 100)
     clock.saw_log_time(100)

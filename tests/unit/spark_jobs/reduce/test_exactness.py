@@ -125,7 +125,7 @@ def test_spans_of_other_topics_and_spans_past_every_window_change_nothing() -> N
     w.step([marker(1, 0, "in:0", shed=[("elsewhere", 40_000, 49_999, 0.5)]), data(K, 1.0, 41_000, 0)])
     assert rows_of(w.step([], watermark=60_000).results)[(K, 40_000)][-1]["exact"]
     w.step([marker(1, 0, "in:0", shed=[("in", 1_000, 1_999, 0.5)])], watermark=None)  # windows long gone
-    assert w.meta["shed"] == []
+    assert w.meta.shed == []
 
 
 # --- defect 4: what a state was built from travels with it ---------------------------------------

@@ -359,14 +359,13 @@ def test_a_chunk_from_before_the_sampling_columns_merges_as_kept_for_sure() -> N
 def test_a_bucket_stored_before_the_sampling_columns_keeps_counting() -> None:
     """A worker restarted on a checkpoint of the previous version: its stored bucket loads, and
     shed records folded into it are scaled while the stored ones count as seen."""
-    from spark_jobs.reduce.contract import new_meta
+    from spark_jobs.reduce.worker_meta import Bucket, WorkerMeta
     from tests.support.old_formats import aggregate_rows_v1
 
     w = Worker(0, view_of(shedding(1, "in", 0.25)), AGG)
     blob = aggregate_rows_v1([K], [0], [2], [3.0], [1.0], [2.0])
     w.store.buckets[0] = blob
-    w.meta = new_meta()
-    w.meta["buckets"]["0"] = [100, 1100, 1, len(blob)]
+    w.meta = WorkerMeta(buckets={0: Bucket(due=100, expire=1100, rows=1, stored_bytes=len(blob))})
     w.step([data(K, 4.0, 50, 1)])
     rows = w.step([], watermark=500).results
     est = estimate(rows.count, rows.sum, rows.excluded, rows.terms)
