@@ -24,10 +24,11 @@ worker. Every output row is judged against the single-process reference of the s
 Loopback: every host's sockets are read every 2 s, from the driver's start to the end of the
 results. No socket of the layout may listen on or be connected to loopback, or listen on every
 address (which includes loopback), except PySpark's channel between a JVM and its own Python
-processes, which Spark 4.0 puts on loopback by design and which carries nothing between hosts: on
+processes, which Spark puts on loopback by design and which carries nothing between hosts: on
 ``apps`` the driver's (spark-submit's JVM and the driver's Python), on ``spark`` the executors'
 (``CoarseGrainedExecutorBackend`` and ``pyspark.daemon``), whose ``transformWithStateInPandas``
-state server listens on every address (Spark's code, not ours: :func:`loopback_misuse`). The
+state server listened on every address before Spark 4.2.0 (Spark's code, not ours:
+:func:`loopback_misuse`). The
 brokers, Connect, the Spark master and workers, the routers, the controller and the shedder own no
 such socket at all. A connection that opens and closes between two reads is not seen; every
 long-lived one (each Kafka client's, each Spark RPC's) is, many times over.
@@ -110,7 +111,8 @@ def loopback_misuse(net: hosts.HostNet, driver_pid: int) -> list[tuple[str, Sock
     Spark 4.0.0's ``transformWithStateInPandas`` opens its per-task state server with
     ``new ServerSocket(0, 1)`` (``TransformWithStateInPandasPythonRunnerUtils``), which binds every
     address, and its Python worker connects to it on loopback (docs/deploy.md, "Ports"); Spark
-    4.2.0 binds it to loopback, so from that version on this is not let pass. A socket with no
+    4.2.0 binds it to loopback (``TransformWithStateInPySparkPythonRunnerUtils``), so from that
+    version on, the one Ballast pins, this is not let pass. A socket with no
     owner is let pass on the hosts where PySpark runs, never on ``kafka``: a closed connection
     waiting out TIME-WAIT has none any more (PySpark's per-task connections end this way), and
     nor has a per-task listener closed between ``ss``'s read of the sockets and of their owners."""
