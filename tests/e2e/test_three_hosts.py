@@ -47,7 +47,6 @@ import threading
 import urllib.request
 from typing import Any
 
-import pyspark
 import pytest
 
 from ballast.devstack import hosts
@@ -93,9 +92,6 @@ def drifting_events() -> list[dict[str, Any]]:
 
 
 EXECUTOR_JVM = "CoarseGrainedExecutorBackend"
-# Spark 4.2.0 binds that state server to loopback (or a Unix domain socket); from there on, an
-# executor listening on every address is a finding again
-WILDCARD_STATE_SERVER = tuple(int(x) for x in pyspark.__version__.split(".")[:2]) < (4, 2)
 EXECUTOR_SIDE = (EXECUTOR_JVM, "pyspark.daemon")  # an executor's JVM, its Python workers
 PYSPARK_HOSTS = ("spark", "apps")
 
@@ -107,12 +103,10 @@ def loopback_misuse(net: hosts.HostNet, driver_pid: int) -> list[tuple[str, Sock
     reduce service's process: spark-submit's JVM, the driver's Python), and every other one that
     still runs is too (a child the JVM forks, e.g. a ``readlink`` of Hadoop's local file system,
     holds its sockets for a moment). On ``spark``: every owner whose command line could be read is
-    an executor's JVM or Python worker; and a listener on every address must be an executor's JVM:
-    Spark 4.0.0's ``transformWithStateInPandas`` opens its per-task state server with
-    ``new ServerSocket(0, 1)`` (``TransformWithStateInPandasPythonRunnerUtils``), which binds every
-    address, and its Python worker connects to it on loopback (docs/deploy.md, "Ports"); Spark
-    4.2.0 binds it to loopback (``TransformWithStateInPySparkPythonRunnerUtils``), so from that
-    version on, the one Ballast pins, this is not let pass. A socket with no
+    an executor's JVM or Python worker, and none listens on every address: Spark 4.0.0's
+    ``transformWithStateInPandas`` state server did (``new ServerSocket(0, 1)``), 4.2.0, the
+    version Ballast pins, binds it to loopback (``TransformWithStateInPySparkPythonRunnerUtils``;
+    docs/deploy.md, "Ports"). A socket with no
     owner is let pass on the hosts where PySpark runs, never on ``kafka``: a closed connection
     waiting out TIME-WAIT has none any more (PySpark's per-task connections end this way), and
     nor has a per-task listener closed between ``ss``'s read of the sockets and of their owners."""
@@ -132,11 +126,7 @@ def loopback_misuse(net: hosts.HostNet, driver_pid: int) -> list[tuple[str, Sock
                     bad.append((name, sock))
             elif name == "spark":
                 known = [cmd for cmd in sock.owners.values() if cmd]
-                if sock.wildcard:
-                    ok = WILDCARD_STATE_SERVER and bool(known) and all(EXECUTOR_JVM in cmd for cmd in known)
-                else:
-                    ok = all(any(mark in cmd for mark in EXECUTOR_SIDE) for cmd in known)
-                if not ok:
+                if sock.wildcard or not all(any(mark in cmd for mark in EXECUTOR_SIDE) for cmd in known):
                     bad.append((name, sock))
             else:
                 bad.append((name, sock))
