@@ -13,8 +13,8 @@ the offsets of the control records the batch read, resolved here to the epoch af
 
 State, per worker (:mod:`spark_jobs.reduce.store`), all in one map state (:class:`_SparkStore`):
 buckets (window start -> encoded rows), the engine's meta, held record blocks, chunk pieces;
-every value cut in pieces of at most 32 KB (:class:`PiecedMap`: Spark 4.0.0 cannot take a larger
-one reliably).
+every value cut in pieces of at most 32 KB (:class:`PiecedMap`: Spark 4.0.0 could not take a larger
+one reliably; kept for the checkpoints stored so).
 """
 
 from __future__ import annotations
@@ -92,11 +92,13 @@ class PiecedMap:
     """Values of any size in a Spark map state, as pieces of at most ``piece_bytes``.
 
     Why: Spark 4.0.0's state server reads a state call from its socket with one ``read``, not
-    ``readFully`` (SPARK-53870, fixed in 4.0.2): a call larger than what has reached the socket
-    when the JVM reads it is parsed half-filled, and the task fails ("invalid pickle opcode").
-    A worker's bucket of 1,250 keys is about 100 KB; on the loaded benchmark machine one run in
-    three failed so. A piece of 32 KB, with its framing, goes to the socket in one write and
-    over loopback in one segment, so the JVM finds it whole.
+    ``readFully`` (SPARK-53870; 4.2.0, which Ballast runs on now, reads with ``readFully``): a
+    call larger than what has reached the socket when the JVM reads it is parsed half-filled, and
+    the task fails ("invalid pickle opcode"). A worker's bucket of 1,250 keys is about 100 KB; on
+    the loaded benchmark machine one run in three failed so. A piece of 32 KB, with its framing,
+    goes to the socket in one write and over loopback in one segment, so the JVM finds it whole.
+    Kept for stored checkpoints: every checkpoint written so far holds its values in pieces, and
+    4.2.0 no longer needs them.
 
     Key: the value's own key fields (``ident``), then the piece index; value: the piece and the
     number of pieces (kept in every piece, read from the first). Reading joins the pieces;

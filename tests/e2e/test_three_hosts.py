@@ -24,10 +24,11 @@ worker. Every output row is judged against the single-process reference of the s
 Loopback: every host's sockets are read every 2 s, from the driver's start to the end of the
 results. No socket of the layout may listen on or be connected to loopback, or listen on every
 address (which includes loopback), except PySpark's channel between a JVM and its own Python
-processes, which Spark 4.0 puts on loopback by design and which carries nothing between hosts: on
+processes, which Spark puts on loopback by design and which carries nothing between hosts: on
 ``apps`` the driver's (spark-submit's JVM and the driver's Python), on ``spark`` the executors'
 (``CoarseGrainedExecutorBackend`` and ``pyspark.daemon``), whose ``transformWithStateInPandas``
-state server listens on every address (Spark's code, not ours: :func:`loopback_misuse`). The
+state server listened on every address before Spark 4.2.0 (Spark's code, not ours:
+:func:`loopback_misuse`). The
 brokers, Connect, the Spark master and workers, the routers, the controller and the shedder own no
 such socket at all. A connection that opens and closes between two reads is not seen; every
 long-lived one (each Kafka client's, each Spark RPC's) is, many times over.
@@ -46,7 +47,6 @@ import threading
 import urllib.request
 from typing import Any
 
-import pyspark
 import pytest
 
 from ballast.devstack import hosts
@@ -92,9 +92,6 @@ def drifting_events() -> list[dict[str, Any]]:
 
 
 EXECUTOR_JVM = "CoarseGrainedExecutorBackend"
-# Spark 4.2.0 binds that state server to loopback (or a Unix domain socket); from there on, an
-# executor listening on every address is a finding again
-WILDCARD_STATE_SERVER = tuple(int(x) for x in pyspark.__version__.split(".")[:2]) < (4, 2)
 EXECUTOR_SIDE = (EXECUTOR_JVM, "pyspark.daemon")  # an executor's JVM, its Python workers
 PYSPARK_HOSTS = ("spark", "apps")
 
@@ -106,11 +103,10 @@ def loopback_misuse(net: hosts.HostNet, driver_pid: int) -> list[tuple[str, Sock
     reduce service's process: spark-submit's JVM, the driver's Python), and every other one that
     still runs is too (a child the JVM forks, e.g. a ``readlink`` of Hadoop's local file system,
     holds its sockets for a moment). On ``spark``: every owner whose command line could be read is
-    an executor's JVM or Python worker; and a listener on every address must be an executor's JVM:
-    Spark 4.0.0's ``transformWithStateInPandas`` opens its per-task state server with
-    ``new ServerSocket(0, 1)`` (``TransformWithStateInPandasPythonRunnerUtils``), which binds every
-    address, and its Python worker connects to it on loopback (docs/deploy.md, "Ports"); Spark
-    4.2.0 binds it to loopback, so from that version on this is not let pass. A socket with no
+    an executor's JVM or Python worker, and none listens on every address: Spark 4.0.0's
+    ``transformWithStateInPandas`` state server did (``new ServerSocket(0, 1)``), 4.2.0, the
+    version Ballast pins, binds it to loopback (``TransformWithStateInPySparkPythonRunnerUtils``;
+    docs/deploy.md, "Ports"). A socket with no
     owner is let pass on the hosts where PySpark runs, never on ``kafka``: a closed connection
     waiting out TIME-WAIT has none any more (PySpark's per-task connections end this way), and
     nor has a per-task listener closed between ``ss``'s read of the sockets and of their owners."""
@@ -130,11 +126,7 @@ def loopback_misuse(net: hosts.HostNet, driver_pid: int) -> list[tuple[str, Sock
                     bad.append((name, sock))
             elif name == "spark":
                 known = [cmd for cmd in sock.owners.values() if cmd]
-                if sock.wildcard:
-                    ok = WILDCARD_STATE_SERVER and bool(known) and all(EXECUTOR_JVM in cmd for cmd in known)
-                else:
-                    ok = all(any(mark in cmd for mark in EXECUTOR_SIDE) for cmd in known)
-                if not ok:
+                if sock.wildcard or not all(any(mark in cmd for mark in EXECUTOR_SIDE) for cmd in known):
                     bad.append((name, sock))
             else:
                 bad.append((name, sock))

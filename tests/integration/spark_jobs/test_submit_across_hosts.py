@@ -7,7 +7,7 @@ archive it ships, the executors' tasks run on the worker's host and the totals a
 
 Nothing of the layout listens on loopback, with one exception that Spark makes by design and the
 test pins down exactly: PySpark's channel between a JVM and its own Python processes is bound to
-loopback in Spark 4.0 (on the driver, the JVM's Py4J gateway, ``Py4JServer``, and the Python
+loopback in Spark (on the driver, the JVM's Py4J gateway, ``Py4JServer``, and the Python
 side's accumulator server, ``pyspark/accumulators.py``; on the executors, the Python worker daemon,
 ``pyspark/daemon.py``): reachable only from that host, it carries no traffic between hosts. Those
 sockets are identified by their owner and port (the driver's JVM and Python process at the ports

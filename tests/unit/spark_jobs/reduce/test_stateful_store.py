@@ -1,8 +1,9 @@
 """The Spark adapter's state layout: values cut in pieces no larger than one safe state call.
 
 Why: Spark 4.0.0's state server can read a large state call half-filled (SPARK-53870), so the
-adapter never sends one; these tests hold it to that, and to reading back exactly what it wrote,
-without Spark (a dict stands in for the map state).
+adapter never sent one; Spark 4.2.0 reads whole calls, but every checkpoint written so far stores
+its values in pieces, so the layout stays. These tests hold the adapter to it, and to reading back
+exactly what it wrote, without Spark (a dict stands in for the map state).
 """
 
 from __future__ import annotations
