@@ -29,7 +29,7 @@ them (``from_avro`` in the JVM), also keeping the Kafka ``partition``; then ``fo
   knows it from the last stats row), the driver runs a small job with one keyless tick row for it.
   With a backlog read at a cap every partition has records in every batch, so it never runs here.
 
-State: per partition one file under ``--state-dir`` (:mod:`bench.reduce.partition_store`: a
+State: per partition one file under ``--stage-state-dir`` (:mod:`bench.reduce.partition_store`: a
 pickled state written atomically, holding the batch id so a replayed batch is not folded twice,
 and the windows it closed, given again) and an in-process cache for a reused Python worker. Each
 batch's changed entries and a tombstone per closed window also go to a compacted changelog topic
@@ -87,7 +87,7 @@ class Stage:
         self.output_topic = args.output_topic
         self.job = args.job
         self.delay_ms = duration_ms(args.watermark_delay)
-        self.cfg = TaskConfig(args.state_dir, duration_ms(args.window), kafka, args.changelog_topic)
+        self.cfg = TaskConfig(args.stage_state_dir, duration_ms(args.window), kafka, args.changelog_topic)
         self.log_path = Path(args.stage_log)
         self.max_seen = NO_EVENT
         self.watermark = 0
@@ -174,6 +174,8 @@ class Stage:
             "state_rows": sum(int(r["state_rows"]) for r in stats),
             "changelog_records": sum(int(r["changelog"]) for r in stats),
             "task_ms": [round(float(r["fold_ms"]), 1) for r in stats],
+            "worker_pids": sorted({int(r["worker_pid"]) for r in stats}),
+            "cache_reads": [int(r["cache_reads"]) for r in stats],
             "open_end": self.open_end,
             "driver_s": round(time.monotonic() - started, 3),
         }
@@ -215,7 +217,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--output-topic", required=True)
     ap.add_argument("--job", required=True, help="query name, written into every result")
     ap.add_argument("--checkpoint", required=True)
-    ap.add_argument("--state-dir", required=True, help="the partitions' local state files")
+    ap.add_argument("--stage-state-dir", required=True, help="the partitions' local state files")
     ap.add_argument("--changelog-topic", required=True, help="compacted, created if missing")
     ap.add_argument("--stage-log", required=True, help="one JSON line per batch (watermark, max, ...)")
     ap.add_argument("--window", default="10 seconds")

@@ -21,6 +21,7 @@ from pathlib import Path
 from bench.reduce.partition_fold import PartitionState
 
 _CACHE: dict[str, tuple[tuple[int, int, int], PartitionState]] = {}
+READS = {"cache": 0, "file": 0}  # how this process's loads were answered (the stage reports them)
 
 
 def path_of(state_dir: str, partition: int) -> Path:
@@ -43,7 +44,9 @@ def load(state_dir: str, partition: int) -> PartitionState:
         return PartitionState()
     cached = _CACHE.get(str(path))
     if cached is not None and cached[0] == sig:
+        READS["cache"] += 1
         return cached[1]
+    READS["file"] += 1
     with open(path, "rb") as f:
         state = pickle.load(f)
     _CACHE[str(path)] = (sig, state)

@@ -14,6 +14,7 @@ and not on the driver: that is where a recoverable design pays it, per partition
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 from collections.abc import Iterator
@@ -31,7 +32,7 @@ from bench.reduce.partition_fold import NO_EVENT, closed_rows, fold, open_min_en
 OUTPUT_DDL = (
     "partition int, key string, window_start long, window_end long, count long, sum double, "
     "min double, max double, mean double, max_event_ms long, late long, open_min_end long, "
-    "state_rows long, changelog long, fold_ms double"
+    "state_rows long, changelog long, fold_ms double, worker_pid long, cache_reads long"
 )
 OUTPUT = pa.schema(
     [
@@ -50,6 +51,8 @@ OUTPUT = pa.schema(
         ("state_rows", pa.int64()),
         ("changelog", pa.int64()),
         ("fold_ms", pa.float64()),
+        ("worker_pid", pa.int64()),
+        ("cache_reads", pa.int64()),  # this worker's loads answered from memory so far
     ]
 )
 ENTRY = struct.Struct("<qddd")  # count, sum, min, max
@@ -160,5 +163,7 @@ def run_task(
         "state_rows": pa.array([len(new.table)], pa.int64()),
         "changelog": pa.array([sent], pa.int64()),
         "fold_ms": pa.array([(time.perf_counter() - started) * 1000], pa.float64()),
+        "worker_pid": pa.array([os.getpid()], pa.int64()),
+        "cache_reads": pa.array([partition_store.READS["cache"]], pa.int64()),
     }
     yield pa.RecordBatch.from_pydict(stats, schema=OUTPUT)

@@ -189,7 +189,7 @@ class _Process:
             return
         if contender in MODULES:
             own = [
-                "--state-dir", str(folder / "state"),
+                "--stage-state-dir", str(folder / "state"),
                 "--changelog-topic", f"{self.pipe.layout.name('routed')}-{job}-changelog",
                 "--stage-log", str(folder / STAGE_LOG),
             ]  # fmt: skip
@@ -286,6 +286,8 @@ def stage_watermarks(rows: list[dict], path: Path) -> None:
         entry = json.loads(line)
         if "batch" in entry:
             logged[entry["batch"]] = entry
+        elif "plan" in entry:
+            log(f"partition stage: {entry['exchanges']} Exchange in the executed plan:\n{entry['plan']}")
     for row in rows:
         entry = logged.get(row["id"])
         if entry is not None:
