@@ -293,9 +293,16 @@ def stage_watermarks(rows: list[dict], path: Path) -> None:
         if entry is not None:
             row["watermark_ms"] = entry["watermark_ms"]
             row["max_event_ms"] = entry["max_seen_ms"]
-            row["stage"] = {
-                k: entry[k] for k in ("late", "state_rows", "changelog_records", "task_ms", "driver_s")
-            }
+            keep = (
+                "late",
+                "state_rows",
+                "changelog_records",
+                "task_ms",
+                "worker_pids",
+                "cache_reads",
+                "driver_s",
+            )
+            row["stage"] = {k: entry.get(k) for k in keep}
 
 
 def _wait_done(proc: _Process, backlog: Backlog, job: str, *, closing_batch: bool = True) -> dict[int, dict]:
