@@ -55,8 +55,11 @@ def store_conf(store: str) -> dict[str, str]:
     raise ValueError(f"unknown store {store!r} (one of {', '.join(STORES)})")
 
 
-def data_records(spark: Any, kafka: KafkaConfig, topic: str, max_offsets: int) -> Any:
-    """The routed topic's data records: (key, value, event_time timestamp)."""
+def data_records(
+    spark: Any, kafka: KafkaConfig, topic: str, max_offsets: int, kafka_columns: tuple[str, ...] = ()
+) -> Any:
+    """The routed topic's data records: (key, value, event_time timestamp), after the Kafka source's
+    ``kafka_columns`` (the partition stage keeps ``partition``)."""
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro
 
@@ -74,9 +77,14 @@ def data_records(spark: Any, kafka: KafkaConfig, topic: str, max_offsets: int) -
     d = F.col("env.body.member0")
     return (
         reader.load()
-        .select(envelope.alias("env"))
+        .select(*kafka_columns, envelope.alias("env"))
         .where(d.isNotNull())
-        .select(d["key"].alias("key"), d["value"].alias("value"), d["event_time"].alias("event_time"))
+        .select(
+            *kafka_columns,
+            d["key"].alias("key"),
+            d["value"].alias("value"),
+            d["event_time"].alias("event_time"),
+        )
     )
 
 

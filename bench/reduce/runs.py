@@ -5,7 +5,12 @@ Contenders (each a process with a ``local[cores]`` Spark of its own, a new check
 * ``ballast``: the reduce job (``ballast reduce run``, hash only: no routing update was ever sent,
   so it ships nothing), its output topic the deployment's;
 * ``native-rocksdb`` / ``native-hdfs``: :mod:`bench.reduce.native` on Ballast's RocksDB store
-  configuration or on Spark's default store, writing to the same output topic.
+  configuration or on Spark's default store, writing to the same output topic;
+* ``partition-stage``: :mod:`bench.reduce.partition_stage`, a prototype with no state operator
+  (one task per routed partition, local state and a compacted changelog topic), writing to the
+  same output topic. Its watermark is its own (Spark reports none for a query without a
+  watermark operator): each batch's is read from the stage's log. It runs no batch without new
+  records, so its run ends on the settle wait.
 
 A run is over once a batch has read the routed topic to its ends and the batch after it (no data:
 the watermark moved past the last windows, which both contenders then write) has run, or nothing
@@ -15,6 +20,7 @@ stood when the run began) and kept for the correctness check.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -43,7 +49,10 @@ CONTENDERS = {
     "ballast": "Ballast aggregate (hash only, RocksDB)",
     "native-rocksdb": "native, RocksDB state store",
     "native-hdfs": "native, Spark's default store",
+    "partition-stage": "prototype: per-partition stage, no state operator",
 }
+MODULES = {"partition-stage": "bench.reduce.partition_stage"}  # the rest: bench.reduce.native
+STAGE_LOG = "stage.jsonl"
 SETTLE_S = 15.0  # after the last data batch: how long to wait for the batch that closes the last windows
 
 
@@ -178,16 +187,23 @@ class _Process:
             self.service = command.name
             self.pipe.start(command, wait=False)
             return
-        store = contender.removeprefix("native-")
+        if contender in MODULES:
+            own = [
+                "--stage-state-dir", str(folder / "state"),
+                "--changelog-topic", f"{self.pipe.layout.name('routed')}-{job}-changelog",
+                "--stage-log", str(folder / STAGE_LOG),
+            ]  # fmt: skip
+        else:
+            own = ["--store", contender.removeprefix("native-")]
         argv = [
             sys.executable,
             "-m",
-            "bench.reduce.native",
+            MODULES.get(contender, "bench.reduce.native"),
             *ConnectionSettings.of(self.pipe.kafka, folder).to_argv(),
             "--topic", self.pipe.layout.name("routed"),
             "--output-topic", self.pipe.layout.name("output"),
             "--job", job,
-            "--store", store,
+            *own,
             "--checkpoint", str(folder / "checkpoint"),
             "--window", s.window,
             "--watermark-delay", s.watermark_delay,
@@ -244,7 +260,7 @@ def run(
     proc = _Process(contender, backlog, job, s, folder)
     topic = backlog.pipe.layout.name("routed")
     try:
-        seen = _wait_done(proc, backlog, job)
+        seen = _wait_done(proc, backlog, job, closing_batch=contender not in MODULES)
     finally:
         proc.stop()
         sampler.stop()
@@ -252,6 +268,8 @@ def run(
     rows = [batch_row(p, topic) for _, p in sorted(seen.items())]
     for row in rows:
         row["cpu_s"] = sampler.between(row["start_ms"], row["start_ms"] + row["duration_ms"])
+    if contender in MODULES:
+        stage_watermarks(rows, folder / STAGE_LOG)
     first = rows[0]["start_ms"] if rows else started_ms
     r = Run(contender, backlog.name, rnd, job, (first - started_ms) / 1000, rows, wall_s=wall)
     if contender == "ballast":
@@ -261,7 +279,35 @@ def run(
     return r
 
 
-def _wait_done(proc: _Process, backlog: Backlog, job: str) -> dict[int, dict]:
+def stage_watermarks(rows: list[dict], path: Path) -> None:
+    """Each batch's watermark and max event time so far, from the partition stage's own log."""
+    logged = {}
+    for line in path.read_text().splitlines() if path.exists() else ():
+        entry = json.loads(line)
+        if "batch" in entry:
+            logged[entry["batch"]] = entry
+        elif "plan" in entry:
+            log(f"partition stage: {entry['exchanges']} Exchange in the executed plan:\n{entry['plan']}")
+    for row in rows:
+        entry = logged.get(row["id"])
+        if entry is not None:
+            row["watermark_ms"] = entry["watermark_ms"]
+            row["max_event_ms"] = entry["max_seen_ms"]
+            keep = (
+                "late",
+                "state_rows",
+                "changelog_records",
+                "task_ms",
+                "worker_pids",
+                "cache_reads",
+                "driver_s",
+            )
+            row["stage"] = {k: entry.get(k) for k in keep}
+
+
+def _wait_done(proc: _Process, backlog: Backlog, job: str, *, closing_batch: bool = True) -> dict[int, dict]:
+    """Every batch's progress, once one read the backlog to its ends and (``closing_batch``: a
+    stateful query) the no-data batch after it ran, or nothing more ran for a while."""
     topic = backlog.pipe.layout.name("routed")
     started = last = time.monotonic()
     covered_at: float | None = None
@@ -275,6 +321,8 @@ def _wait_done(proc: _Process, backlog: Backlog, job: str) -> dict[int, dict]:
                 if b is not None and b.covers(backlog.ends):
                     covered_at, covering = time.monotonic(), bid
                     break
+        if covered_at is not None and not closing_batch:
+            return seen
         if covered_at is not None:
             after = [p for bid, p in seen.items() if bid > covering]
             if after or time.monotonic() - covered_at > SETTLE_S:

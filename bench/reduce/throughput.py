@@ -12,7 +12,8 @@ last windows) are left out. Records/s = Kafka records read / sum of those batche
 (Spark's ``triggerExecution``; the records include the router's markers, 0.01-0.02 % of them);
 batch p50/p99 over the steady batches of all rounds; CPU seconds per batch of the contender's
 own processes, by kind (:mod:`bench.reduce.cpu`). Ratios are paired within a round: Ballast's
-records/s over the native query's in the same round, on the same backlog, minutes apart.
+records/s over the native query's in the same round, on the same backlog, minutes apart; the
+partition stage prototype (:mod:`bench.reduce.partition_stage`) is paired the same way.
 
 Correctness, per run (:mod:`bench.reduce.check`): the windows it wrote against the reference,
 and Ballast's against the native query's of the same round, window by window.
@@ -196,21 +197,28 @@ def run_distribution(
     }
 
 
+SUBJECTS = ("ballast", "partition-stage")  # each is paired with every native query of its round
+
+
 def pair_round(rnd: int, done: dict[str, Run], runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Ballast ÷ each native query in one round: records/s, and the windows compared one by one."""
+    """Each subject (Ballast, the partition stage) ÷ each native query in one round: records/s,
+    and the windows compared one by one."""
     rates = {s["contender"]: s["records_per_s"] for s in runs if s["round"] == rnd}
     out: dict[str, Any] = {"round": rnd, "records_per_s": rates}
-    ballast = done.get("ballast")
-    for name, other in done.items():
-        if name == "ballast" or ballast is None:
+    for subject in SUBJECTS:
+        mine = done.get(subject)
+        if mine is None:
             continue
-        if rates.get(name):
-            out[f"ballast_over_{name}"] = round(rates["ballast"] / rates[name], 3)
-        if ballast.results is not None and other.results is not None:
-            theirs, _repeated = latest(other.results)
-            out[f"ballast_vs_{name}_windows"] = compare(
-                ballast.results, theirs[["count", "sum", "min", "max"]]
-            )
+        for name, other in done.items():
+            if name in SUBJECTS:
+                continue
+            if rates.get(name):
+                out[f"{subject}_over_{name}"] = round(rates[subject] / rates[name], 3)
+            if mine.results is not None and other.results is not None:
+                theirs, _repeated = latest(other.results)
+                out[f"{subject}_vs_{name}_windows"] = compare(
+                    mine.results, theirs[["count", "sum", "min", "max"]]
+                )
     return out
 
 
@@ -256,7 +264,7 @@ def ratio_summary(dists: dict[str, Any]) -> dict[str, Any]:
     """Per distribution and native contender: the paired ratios of every round and their median."""
     out: dict[str, Any] = {}
     for name, d in dists.items():
-        for key in sorted({k for p in d["rounds"] for k in p if k.startswith("ballast_over_")}):
+        for key in sorted({k for p in d["rounds"] for k in p if "_over_" in k}):
             values = [p[key] for p in d["rounds"] if key in p]
             out[f"{name}_{key}"] = {"rounds": values, "median": round(statistics.median(values), 3)}
     return out
@@ -280,7 +288,8 @@ def run_throughput(params: Params, kafka: KafkaConfig, workdir: Path, started: f
             "records_per_s": "Kafka records read / sum of the steady batches' triggerExecution (warm-up "
             "and batches under 90 % of the cap left out)",
             "batch": "triggerExecution of the steady batches, every round pooled",
-            "ratio": "Ballast records/s ÷ the native query's, same round, same backlog",
+            "ratio": "Ballast's (or the partition stage's) records/s ÷ the native query's, same round, "
+            "same backlog",
             "cpu": "CPU seconds of the contender's own processes (driver, JVM, Python workers) over the "
             "steady batches, from /proc",
             "check": "windows closed by the run's last watermark, against the reference and against "

@@ -11,7 +11,12 @@ from typing import Any
 
 import numpy as np
 
-COLORS = {"ballast": "tab:blue", "native-rocksdb": "tab:orange", "native-hdfs": "tab:gray"}
+COLORS = {
+    "ballast": "tab:blue",
+    "native-rocksdb": "tab:orange",
+    "native-hdfs": "tab:gray",
+    "partition-stage": "tab:green",
+}
 KINDS = ("driver", "jvm", "python_workers")
 
 
@@ -60,16 +65,16 @@ def plot(report: dict[str, Any], path: Path) -> None:
     axs[0].set_title("records/s (bars: median of rounds, dots: each round)")
     axs[0].legend(fontsize=8)
     for name, marker in zip(names, ("o", "s", "^", "v"), strict=False):
-        for key in sorted({k for p in dists[name]["rounds"] for k in p if k.startswith("ballast_over_")}):
+        for key in sorted({k for p in dists[name]["rounds"] for k in p if "_over_" in k}):
             values = [p.get(key) for p in dists[name]["rounds"]]
             axs[1].plot(
                 range(1, len(values) + 1),
                 values,
                 marker=marker,
-                label=f"{name}: {key.removeprefix('ballast_over_')}",
+                label=f"{name}: {key.replace('_over_', ' ÷ ')}",
             )
     axs[1].axhline(1.0, color="0.6", lw=1)
-    axs[1].set_title("Ballast ÷ native records/s, paired per round")
+    axs[1].set_title("Ballast (or the prototype) ÷ native records/s, paired per round")
     axs[1].set_xlabel("round")
     axs[1].legend(fontsize=8)
     warmup, cap = report["params"]["tp_warmup_batches"], report["params"]["tp_cap"]
