@@ -12,6 +12,8 @@ contenders write a window once the watermark passes its end; the rest are still 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 
@@ -21,18 +23,41 @@ FIGURES = ("count", "sum", "min", "max")
 
 
 def closed_reference(
-    reference: pd.DataFrame, events: Events, window_ms: int, watermark_ms: int
+    reference: pd.DataFrame,
+    events: Events,
+    window_ms: int,
+    watermark_ms: int,
+    key_watermarks: Mapping[str, int] | None = None,
 ) -> pd.DataFrame:
-    """The reference windows a watermark closed, indexed by (key name, window start)."""
+    """The reference windows a watermark closed, indexed by (key name, window start).
+
+    ``key_watermarks``: Ballast closes a key's window by its worker's own event clock (the
+    frontier rule), not by one watermark of the query; each key named there is judged by its
+    worker's, any other by ``watermark_ms``."""
     ref = reference.reset_index()
-    ref = ref[ref["window_start"] + window_ms <= watermark_ms]
     names = np.array([events.name(int(i)) for i in ref["id"].tolist()], dtype=object)
+    bound = np.full(len(ref), watermark_ms, dtype=np.int64)
+    if key_watermarks:
+        bound = np.array([key_watermarks.get(n, watermark_ms) for n in names], dtype=np.int64)
+    closed = (ref["window_start"].to_numpy() + window_ms <= bound)
+    ref, names = ref[closed], names[closed]
     return pd.DataFrame(
         {f: ref[f].to_numpy() for f in FIGURES},
         index=pd.MultiIndex.from_arrays(
             [names, ref["window_start"].to_numpy()], names=["key", "window_start"]
         ),
     )
+
+
+def worker_watermarks(results: pd.DataFrame, workers: list[dict]) -> tuple[dict[str, int], int]:
+    """Each key's worker's last watermark (the worker from the key's own rows, the watermark from
+    the workers' ``WorkerStats``), and the slowest worker's, for keys that wrote nothing."""
+    last: dict[int, int] = {}
+    for w in workers:
+        last[w["worker"]] = max(last.get(w["worker"], 0), int(w["watermark_ms"]))
+    slowest = min(last.values(), default=0)
+    owner = results.groupby("key")["worker"].first() if len(results) else pd.Series(dtype=int)
+    return {str(k): last.get(int(w), slowest) for k, w in owner.items()}, slowest
 
 
 def latest(results: pd.DataFrame) -> tuple[pd.DataFrame, int]:

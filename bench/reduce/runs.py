@@ -144,7 +144,7 @@ def read_results(pipe: Pipeline, start: dict[int, int], job: str) -> tuple[pd.Da
         r = codec.decode(m.value())
         if r["job"] == job:
             rows.append((r["key"], r["window_start"], r["window_end"], r["count"], r["sum"], r["min"],
-                         r["max"], r["mean"], r["revision"], r["excluded_records"]))  # fmt: skip
+                         r["max"], r["mean"], r["revision"], r["excluded_records"], r["worker"]))  # fmt: skip
     columns = [
         "key",
         "window_start",
@@ -156,6 +156,7 @@ def read_results(pipe: Pipeline, start: dict[int, int], job: str) -> tuple[pd.Da
         "mean",
         "revision",
         "excluded",
+        "worker",  # the reduce worker that wrote the window (-1: a query without workers)
     ]
     frame = pd.DataFrame(rows, columns=columns)
     return frame, len(messages)
