@@ -17,7 +17,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-LOGGER = "org.apache.spark.sql.execution.streaming.ProgressReporter"
+# the class moved to ``streaming.runtime`` in Spark 4.1; a logger naming the old one logs nothing
+LOGGER = "org.apache.spark.sql.execution.streaming.runtime.ProgressReporter"
 MARK = "Streaming query made progress: "
 
 _CONFIG = """\
