@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -60,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     # (a)'s Python workers and every command the run starts use this checkout's code, wherever
     # the benchmark was started from
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))
+    # a SIGTERM unwinds like Ctrl-C, so the running contender, the placements' jobs and the broker
+    # are stopped by the finally blocks (the default action would leave them running)
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     workdir = Path(tempfile.mkdtemp(prefix="ballast-bench-reduce-"))
     log(f"starting a broker in {workdir}; params {asdict(params)}")
     started = time.monotonic()
