@@ -31,6 +31,7 @@ import json
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -177,36 +178,33 @@ def start_query(
     )
 
 
-def parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m bench.reduce.native", description=__doc__.splitlines()[0])
+def add_query_arguments(ap: argparse.ArgumentParser, partitions_help: str) -> None:
+    """The options every contender process of the throughput bench takes (this query's and the
+    partition stage's)."""
     ConnectionSettings.add_arguments(ap)
     ap.add_argument("--topic", required=True, help="the routed topic to read")
     ap.add_argument("--output-topic", required=True)
     ap.add_argument("--job", required=True, help="query name, written into every result")
-    ap.add_argument("--store", choices=STORES, default="rocksdb")
     ap.add_argument("--checkpoint", required=True)
     ap.add_argument("--window", default="10 seconds")
     ap.add_argument("--watermark-delay", default="10 seconds")
     ap.add_argument("--trigger", default="2 seconds")
     ap.add_argument("--max-offsets-per-trigger", type=int, default=0)
     ap.add_argument("--local-cores", type=int, default=2)
-    ap.add_argument("--partitions", type=int, default=8, help="shuffle (state) partitions")
+    ap.add_argument("--partitions", type=int, default=8, help=partitions_help)
     ap.add_argument("--spark-log", default="", help="file for Spark's own output")
     ap.add_argument("--spark-conf", default="", help="more Spark options, KEY=VALUE,KEY=VALUE")
-    return ap.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the query until SIGTERM, then stop it between batches."""
+def contender_spark(args: argparse.Namespace, conf: dict[str, str]) -> Any:
+    """A ``local[cores]`` Spark of the contender's own, ``conf`` plus the ``--spark-conf`` pairs."""
     from spark_jobs.session import local_spark
 
-    args = parse(argv)
-    kafka = ConnectionSettings.from_args(args).checked_kafka_config("bench-reduce-native")
-    conf = store_conf(args.store) | {"spark.ui.showConsoleProgress": "false"}
+    conf = conf | {"spark.ui.showConsoleProgress": "false"}
     for pair in filter(None, args.spark_conf.split(",")):
         key, _sep, value = pair.partition("=")
         conf[key.strip()] = value.strip()
-    spark = local_spark(
+    return local_spark(
         f"bench-reduce-{args.job}",
         cores=args.local_cores,
         shuffle_partitions=args.partitions,
@@ -214,6 +212,11 @@ def main(argv: list[str] | None = None) -> int:
         log_level="WARN",
         output=Path(args.spark_log) if args.spark_log else None,
     )
+
+
+def run_until_signalled(spark: Any, start: Callable[[], Any], label: str) -> int:
+    """Start the query and run it until SIGTERM or SIGINT, then stop it between batches (a running
+    batch is measured, so it may finish); Spark is stopped whatever happens."""
     stop = {"now": False}
 
     def on_signal(_signum: int, _frame: object) -> None:
@@ -222,7 +225,37 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        query = start_query(
+        query = start()
+        print(f"{label} started", file=sys.stderr, flush=True)
+        while query.isActive and not stop["now"]:
+            query.awaitTermination(0.5)
+        if query.exception() is not None:
+            print(f"{label}: the query failed: {query.exception()}", file=sys.stderr, flush=True)
+            return 1
+        deadline = time.monotonic() + STOP_GRACE_S
+        while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        query.stop()
+    finally:
+        spark.stop()
+    return 0
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m bench.reduce.native", description=__doc__.splitlines()[0])
+    add_query_arguments(ap, "shuffle (state) partitions")
+    ap.add_argument("--store", choices=STORES, default="rocksdb")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the query until SIGTERM, then stop it between batches."""
+    args = parse(argv)
+    kafka = ConnectionSettings.from_args(args).checked_kafka_config("bench-reduce-native")
+    spark = contender_spark(args, store_conf(args.store))
+
+    def start() -> Any:
+        return start_query(
             spark,
             kafka,
             topic=args.topic,
@@ -234,19 +267,8 @@ def main(argv: list[str] | None = None) -> int:
             max_offsets=args.max_offsets_per_trigger,
             checkpoint=args.checkpoint,
         )
-        print(f"native: query {args.job} started ({args.store} state store)", file=sys.stderr, flush=True)
-        while query.isActive and not stop["now"]:
-            query.awaitTermination(0.5)
-        if query.exception() is not None:
-            print(f"native: the query failed: {query.exception()}", file=sys.stderr, flush=True)
-            return 1
-        deadline = time.monotonic() + STOP_GRACE_S  # let a running batch finish: it is measured
-        while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
-            time.sleep(0.05)
-        query.stop()
-    finally:
-        spark.stop()
-    return 0
+
+    return run_until_signalled(spark, start, f"native: query {args.job} ({args.store} state store)")
 
 
 if __name__ == "__main__":

@@ -56,7 +56,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import signal
 import sys
 import time
 from pathlib import Path
@@ -64,7 +63,13 @@ from typing import Any
 
 from ballast.cli.connection import ConnectionSettings
 from ballast.kafka.configuration import KafkaConfig
-from bench.reduce.native import STOP_GRACE_S, data_records, output_rows
+from bench.reduce.native import (
+    add_query_arguments,
+    contender_spark,
+    data_records,
+    output_rows,
+    run_until_signalled,
+)
 from bench.reduce.partition_fold import NO_EVENT
 from bench.reduce.partition_task import OUTPUT_DDL, TaskConfig, run_task
 
@@ -212,66 +217,23 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog="python -m bench.reduce.partition_stage", description=__doc__.splitlines()[0]
     )
-    ConnectionSettings.add_arguments(ap)
-    ap.add_argument("--topic", required=True, help="the routed topic to read")
-    ap.add_argument("--output-topic", required=True)
-    ap.add_argument("--job", required=True, help="query name, written into every result")
-    ap.add_argument("--checkpoint", required=True)
+    add_query_arguments(ap, "routed partitions (changelog partitions)")
     ap.add_argument("--stage-state-dir", required=True, help="the partitions' local state files")
     ap.add_argument("--changelog-topic", required=True, help="compacted, created if missing")
     ap.add_argument("--stage-log", required=True, help="one JSON line per batch (watermark, max, ...)")
-    ap.add_argument("--window", default="10 seconds")
-    ap.add_argument("--watermark-delay", default="10 seconds")
-    ap.add_argument("--trigger", default="2 seconds")
-    ap.add_argument("--max-offsets-per-trigger", type=int, default=0)
-    ap.add_argument("--local-cores", type=int, default=2)
-    ap.add_argument("--partitions", type=int, default=8, help="routed partitions (changelog partitions)")
-    ap.add_argument("--spark-log", default="", help="file for Spark's own output")
-    ap.add_argument("--spark-conf", default="", help="more Spark options, KEY=VALUE,KEY=VALUE")
     return ap.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the query until SIGTERM, then stop it between batches."""
-    from spark_jobs.session import SPARK_CONF, local_spark
+    from spark_jobs.session import SPARK_CONF
 
     args = parse(argv)
     kafka = ConnectionSettings.from_args(args).checked_kafka_config("bench-reduce-partition-stage")
     ensure_changelog(kafka, args.changelog_topic, args.partitions)
-    conf = dict(SPARK_CONF) | {"spark.ui.showConsoleProgress": "false"}
-    for pair in filter(None, args.spark_conf.split(",")):
-        key, _sep, value = pair.partition("=")
-        conf[key.strip()] = value.strip()
-    spark = local_spark(
-        f"bench-reduce-{args.job}",
-        cores=args.local_cores,
-        shuffle_partitions=args.partitions,
-        conf=conf,
-        log_level="WARN",
-        output=Path(args.spark_log) if args.spark_log else None,
-    )
-    stop = {"now": False}
-
-    def on_signal(_signum: int, _frame: object) -> None:
-        stop["now"] = True
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    try:
-        query = start_query(spark, kafka, args)
-        print(f"partition-stage: query {args.job} started", file=sys.stderr, flush=True)
-        while query.isActive and not stop["now"]:
-            query.awaitTermination(0.5)
-        if query.exception() is not None:
-            print(f"partition-stage: the query failed: {query.exception()}", file=sys.stderr, flush=True)
-            return 1
-        deadline = time.monotonic() + STOP_GRACE_S  # let a running batch finish: it is measured
-        while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
-            time.sleep(0.05)
-        query.stop()
-    finally:
-        spark.stop()
-    return 0
+    spark = contender_spark(args, dict(SPARK_CONF))
+    label = f"partition-stage: query {args.job}"
+    return run_until_signalled(spark, lambda: start_query(spark, kafka, args), label)
 
 
 if __name__ == "__main__":
