@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ballast.settings import Settings, SettingsError, setting
 from spark_jobs.durations import interval_ms
+from spark_jobs.record_cost import COST_KINDS
 
 
 @dataclass(frozen=True)
@@ -86,9 +87,14 @@ class ReduceSettings(Settings):
     chunk_bytes: int = setting(512 * 1024, "largest piece of a state chunk record", minimum=1024)
     record_cost_us: float = setting(
         0.0,
-        "simulated work per record at the stateful step, in µs (benchmarks: a sleep per key, so "
-        "the worker tasks of one batch run side by side even on 2 cores)",
+        "simulated work per record at the stateful step, in µs (benchmarks; see --record-cost-kind)",
         minimum=0.0,
+    )
+    record_cost_kind: str = setting(
+        "sleep",
+        "what --record-cost-us stands for: sleep (blocking I/O: the worker tasks of one batch wait "
+        "side by side even on 2 cores) or cpu (computation: a spin on the task thread's CPU clock)",
+        choices=COST_KINDS,
     )
     master: str = setting("", "Spark master URL (empty: local[--local-cores])")
     local_cores: int = setting(2, "task slots of the local master", minimum=1)

@@ -31,6 +31,7 @@ class WorkerConfig:
     chunk_bytes: int = 512 * 1024
     heavy_keys: int = 5
     record_cost_s: float = 0.0  # simulated work per record, paid where the key's state lives (benchmarks)
+    record_cost_kind: str = "sleep"  # that work as a sleep (blocking I/O) or as CPU (record_cost.pay)
     horizon_ms: int = 0  # emitted windows are kept this long past their end for corrections
     watermark_delay_ms: int = 0  # the watermark trails the slowest input partition's progress by this
     idle_timeout_ms: int = 0  # a partition silent this long (routed-log time) is left out (0: never)

@@ -53,6 +53,7 @@ import pandas as pd
 from spark_jobs.processors.batch import NEVER, BatchProcessor, Results
 from spark_jobs.processors.sampling import record_terms
 from spark_jobs.processors.table import Table
+from spark_jobs.record_cost import pay
 from spark_jobs.reduce.contract import (
     BAD,
     CHUNK,
@@ -269,7 +270,7 @@ class WorkerStep(StepStorage, Migration, Emission):
         stamps, offsets = stamps[fresh], offsets[fresh]
         self._records += keys.size
         if c.record_cost_s:
-            time.sleep(keys.size * c.record_cost_s)
+            pay(keys.size * c.record_cost_s, c.record_cost_kind)
         complete = self._status(keys, run)
         self._latencies.append(self.now_ms - stamps[complete])
         if self.processor.mergeable or complete.all():

@@ -57,6 +57,7 @@ def job_spec(
         chunk_bytes=settings.chunk_bytes,
         control_timeout_s=settings.control_timeout_s,
         record_cost_us=settings.record_cost_us,
+        record_cost_kind=settings.record_cost_kind,
         horizon_ms=settings.horizon_ms(),
         max_future_ms=settings.max_future_ms(),
         watermark_delay_ms=settings.watermark_delay_ms(),

@@ -60,6 +60,7 @@ class JobSpec:
     chunk_bytes: int = 512 * 1024
     control_timeout_s: float = 60.0
     record_cost_us: float = 0.0
+    record_cost_kind: str = "sleep"
     horizon_ms: int = 0
     max_future_ms: int = 0
     watermark_delay_ms: int = 0
@@ -321,6 +322,7 @@ class WorkerProcessor(StatefulProcessor):
             workers=spec.routed_partitions,
             chunk_bytes=spec.chunk_bytes,
             record_cost_s=spec.record_cost_us / 1e6,
+            record_cost_kind=spec.record_cost_kind,
             horizon_ms=spec.horizon_ms,
             max_future_ms=spec.max_future_ms,
             watermark_delay_ms=spec.watermark_delay_ms,
