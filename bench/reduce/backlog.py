@@ -54,6 +54,25 @@ def keyed_events(n: int, keys: int, z: float, seed: int, per_ms: int, start_ms: 
     )
 
 
+def drifting_events(
+    n: int, keys: int, z: float, seed: int, per_ms: int, start_ms: int, phases: int
+) -> Events:
+    """``n`` Zipf(z) events in ``phases`` equal stretches, each with its own seeded rank -> key
+    permutation: the hot set moves at every phase start (a drifting workload)."""
+    ranks = zipf_key_ids(n, keys, z, seed)
+    phase = np.arange(n, dtype=np.int64) * phases // n
+    ids = np.empty(n, dtype=np.int64)
+    for i in range(phases):
+        at = phase == i
+        ids[at] = np.random.default_rng(seed + 101 + i).permutation(keys)[ranks[at]]
+    return Events(
+        ids,
+        np.random.default_rng(seed + 2).integers(0, 400, size=n) / 4.0,
+        start_ms + np.arange(n, dtype=np.int64) // per_ms,
+        [key_name(i) for i in range(keys)],
+    )
+
+
 def fresh_key_events(
     batches: int, batch_records: int, keys_per_batch: int, seed: int, batch_event_ms: int, start_ms: int
 ) -> Events:

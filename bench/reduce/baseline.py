@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import struct
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from ballast.kafka.topics import TopicLayout, TopicSpec
 from ballast.paths import SCHEMAS_DIR
 from spark_jobs.processors.interface import KeyRecords, WindowResult
 from spark_jobs.processors.spec import from_spec
+from spark_jobs.record_cost import pay
 
 # the benchmark runs as ``python -m bench.reduce``; Spark's Python workers need KeyedProcessor's
 # code whether or not they can import the benchmark, so it travels by value
@@ -184,10 +184,13 @@ class KeyedProcessor(StatefulProcessor):
     """One key per group: the same processor and the same per-record sleep as the reduce job's
     worker, with the key's state in a value state and one event-time timer per key."""
 
-    def __init__(self, processor: str, record_cost_s: float, topics: dict[str, str], job: str) -> None:
+    def __init__(
+        self, processor: str, record_cost_s: float, topics: dict[str, str], job: str, cost_kind: str = "sleep"
+    ) -> None:
         self.spec = processor
         self.cost = record_cost_s
-        self.topics = topics
+        self.cost_kind = cost_kind  # spark_jobs.record_cost: sleep or cpu
+        self.topics = topics  # "output", and "load" for the load rows (none: not written)
         self.job = job
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -204,7 +207,7 @@ class KeyedProcessor(StatefulProcessor):
         fresh = times >= watermark
         records = KeyRecords(times[fresh], values[fresh])
         if self.cost:
-            time.sleep(len(records) * self.cost)
+            pay(len(records) * self.cost, self.cost_kind)
         state, timer = self._load()
         if len(records):
             state = self.processor.process(key[0], records, state)
@@ -249,9 +252,10 @@ class KeyedProcessor(StatefulProcessor):
             self.state.clear()
         else:
             self.state.update((bytearray(self.processor.encode(state)), -1 if due is None else int(due)))
-        context = TaskContext.get()
-        partition = context.partitionId() if context is not None else -1
-        rows.append((self.topics["load"], b"bench-load", struct.pack(LOAD_ROW, partition, n, late)))
+        if "load" in self.topics:
+            context = TaskContext.get()
+            partition = context.partitionId() if context is not None else -1
+            rows.append((self.topics["load"], b"bench-load", struct.pack(LOAD_ROW, partition, n, late)))
         return pd.DataFrame(rows, columns=["topic", "key", "value"])
 
     def close(self) -> None:

@@ -48,7 +48,7 @@ def parse(argv: list[str] | None) -> tuple[Params, Path]:
     )
 
 
-PARTS = ("placements", "throughput", "soak", "calm")
+PARTS = ("placements", "throughput", "soak", "calm", "skew")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,6 +91,12 @@ def main(argv: list[str] | None = None) -> int:
             cm = calm.run_calm(params, kafka, workdir)
             write(cm, out.with_name(out.stem + "-calm.json"), calm_plot.plot)
             calm.print_summary(cm)
+        if "skew" in parts:
+            from bench.reduce import skew, skew_plot
+
+            sw = skew.run_skew(params, kafka, workdir, started)
+            write(sw, out.with_name(out.stem + "-skew.json"), skew_plot.plot)
+            skew.print_summary(sw)
         if "placements" not in parts:
             ok = True
             return 0

@@ -65,6 +65,18 @@ class Params:
     calm_workers: int = 6  # the demo's
     calm_keys: int = 4_000
     soak_compare_batches: int = 10  # early (after warm-up) and last batches compared
+    # skew: per-key CPU work under a drifting hot set, Ballast against groupBy(key) at P = S, 4S, 8S
+    # (bench.reduce.skew; S = tp_cores, the same trigger and window as the throughput part)
+    sk_events: int = 120_000  # events in each (skew, seed) backlog
+    sk_keys: int = 10_000
+    sk_zipfs: str = "0.8,1.0,1.2"
+    sk_seeds: int = 5
+    sk_phases: int = 4  # the hot set moves this many times over a backlog
+    sk_cost_us: float = 200.0  # simulated work per record at the stateful step
+    sk_cost_kind: str = "cpu"  # cpu (computation) or sleep (blocking I/O)
+    sk_cap: int = 10_000  # maxOffsetsPerTrigger
+    sk_warmup_batches: int = 2
+    sk_contenders: str = "ballast,peer-1s,peer-4s,peer-8s"
 
     @property
     def trigger(self) -> str:
@@ -92,6 +104,10 @@ QUICK = {
     "soak_keys_per_batch": 10_000,
     "soak_batch_event_ms": 5_000,
     "soak_compare_batches": 3,
+    "sk_events": 60_000,
+    "sk_zipfs": "1.0",
+    "sk_seeds": 1,
+    "sk_warmup_batches": 1,
 }
 
 

@@ -50,8 +50,15 @@ CONTENDERS = {
     "native-rocksdb": "native, RocksDB state store",
     "native-hdfs": "native, Spark's default store",
     "partition-stage": "prototype: per-partition stage, no state operator",
+    "peer-1s": "groupBy(key) per-key state, P = S",
+    "peer-4s": "groupBy(key) per-key state, P = 4S",
+    "peer-8s": "groupBy(key) per-key state, P = 8S",
 }
-MODULES = {"partition-stage": "bench.reduce.partition_stage"}  # the rest: bench.reduce.native
+PEER_PARTITIONS = {"peer-1s": 1, "peer-4s": 4, "peer-8s": 8}  # shuffle partitions per task slot
+MODULES = {  # the rest: bench.reduce.native
+    "partition-stage": "bench.reduce.partition_stage",
+    **dict.fromkeys(PEER_PARTITIONS, "bench.reduce.peer"),
+}
 STAGE_LOG = "stage.jsonl"
 SETTLE_S = 15.0  # after the last data batch: how long to wait for the batch that closes the last windows
 
@@ -66,6 +73,8 @@ class RunSettings:
     window_ms: int
     watermark_delay: str
     spark_conf: tuple[str, ...] = ()  # KEY=VALUE pairs for every contender's Spark
+    record_cost_us: float = 0.0  # simulated work per record (Ballast and the peers; the natives have none)
+    record_cost_kind: str = "cpu"  # spark_jobs.record_cost: cpu or sleep
     java_options: str = ""  # more options for every contender's JVM (no commas: --spark-conf splits there)
 
     @property
@@ -173,6 +182,9 @@ class _Process:
         spark_conf = (pair, *s.spark_conf)
         self.proc: subprocess.Popen | None = None
         self.service = ""
+        cost: dict[str, Any] = {}
+        if s.record_cost_us:
+            cost = {"record_cost_us": s.record_cost_us, "record_cost_kind": s.record_cost_kind}
         if contender == "ballast":
             command = self.pipe.reduce(
                 job,
@@ -184,16 +196,21 @@ class _Process:
                 max_offsets_per_trigger=s.cap,
                 spark_conf=spark_conf,
                 spark_log=folder / "spark.log",
+                **cost,
             )
             self.service = command.name
             self.pipe.start(command, wait=False)
             return
-        if contender in MODULES:
+        partitions = WORKERS
+        if contender == "partition-stage":
             own = [
                 "--stage-state-dir", str(folder / "state"),
                 "--changelog-topic", f"{self.pipe.layout.name('routed')}-{job}-changelog",
                 "--stage-log", str(folder / STAGE_LOG),
             ]  # fmt: skip
+        elif contender in PEER_PARTITIONS:
+            partitions = PEER_PARTITIONS[contender] * s.cores
+            own = ["--processor", s.processor, *(f"--{k.replace('_', '-')}={v}" for k, v in cost.items())]
         else:
             own = ["--store", contender.removeprefix("native-")]
         argv = [
@@ -211,7 +228,7 @@ class _Process:
             "--trigger", s.trigger,
             "--max-offsets-per-trigger", str(s.cap),
             "--local-cores", str(s.cores),
-            "--partitions", str(WORKERS),
+            "--partitions", str(partitions),
             "--spark-log", str(folder / "spark.log"),
             "--spark-conf", ",".join(spark_conf),
         ]  # fmt: skip
@@ -261,7 +278,7 @@ def run(
     proc = _Process(contender, backlog, job, s, folder)
     topic = backlog.pipe.layout.name("routed")
     try:
-        seen = _wait_done(proc, backlog, job, closing_batch=contender not in MODULES)
+        seen = _wait_done(proc, backlog, job, closing_batch=contender != "partition-stage")
     finally:
         proc.stop()
         sampler.stop()
@@ -269,7 +286,7 @@ def run(
     rows = [batch_row(p, topic) for _, p in sorted(seen.items())]
     for row in rows:
         row["cpu_s"] = sampler.between(row["start_ms"], row["start_ms"] + row["duration_ms"])
-    if contender in MODULES:
+    if contender == "partition-stage":
         stage_watermarks(rows, folder / STAGE_LOG)
     first = rows[0]["start_ms"] if rows else started_ms
     r = Run(contender, backlog.name, rnd, job, (first - started_ms) / 1000, rows, wall_s=wall)

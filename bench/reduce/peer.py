@@ -1,0 +1,187 @@
+"""The peer for per-key work: what a Spark expert writes for a per-key processor, and its process.
+
+The query: Spark's Kafka source on the routed topic (the records every contender reads, in the
+same batches), the data records decoded with ``from_avro``, a watermark on their event time, and
+``groupBy(key).transformWithStateInPandas`` running the same processor as Ballast's workers
+(``spark_jobs.processors.from_spec``) with the same simulated cost per record
+(:mod:`spark_jobs.record_cost`): one group = one key, a value state and an event-time timer
+per key, and the closed windows written by the JVM with ``to_avro`` as the native query writes
+them. Not the placement bench's (a), which is what a naive user writes (Python Avro per key, a
+load row per key).
+
+Why ``--partitions`` is the knob: over-partitioning (P = 4 or 8 times the task slots) is Spark's
+own remedy for skew: a hot key's partition is one task of many, and the slots take the others
+meanwhile. The skew part runs this query at P = S, 4S and 8S for S slots and compares Ballast
+with the best of them, not with the one a naive user would pick.
+
+Why a process of its own: as for :mod:`bench.reduce.native`, a fresh ``local[cores]`` JVM per run.
+State: RocksDB (``transformWithStateInPandas`` needs column families, which only RocksDB has),
+in Ballast's own store configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+
+from ballast.cli.connection import ConnectionSettings
+from ballast.kafka.configuration import KafkaConfig
+from bench.reduce.native import (
+    add_query_arguments,
+    contender_spark,
+    data_records,
+    output_rows,
+    run_until_signalled,
+    store_conf,
+)
+from spark_jobs.processors.interface import KeyRecords
+from spark_jobs.processors.spec import from_spec
+from spark_jobs.record_cost import COST_KINDS, pay
+
+WINDOWS = (  # what the processor returns per closed window; the JVM encodes it
+    "key STRING, window_start LONG, window_end LONG, count LONG, "
+    "sum DOUBLE, min DOUBLE, max DOUBLE, mean DOUBLE"
+)
+
+
+def keyed_rows(spark: Any, kafka: KafkaConfig, topic: str, max_offsets: int, watermark_delay: str) -> Any:
+    """The data records as (key, offset, event_time ms, value), watermarked on their event time
+    (the timestamp column dropped after, as the reduce job does: the processor sees every row
+    and skips the late ones itself)."""
+    from pyspark.sql import functions as F
+
+    records = data_records(spark, kafka, topic, max_offsets, ("offset",))
+    return (
+        records.select(
+            "key",
+            "offset",
+            F.unix_millis("event_time").alias("event_time"),
+            "value",
+            F.col("event_time").alias("wm_time"),
+        )
+        .withWatermark("wm_time", watermark_delay)
+        .drop("wm_time")
+    )
+
+
+class PeerProcessor(StatefulProcessor):
+    """One key per group, written as a Spark expert would: one value state (the processor's state
+    and the key's timer together, so no timer listing), one state read and one write per key and
+    batch, a timer changed only when the next due window changes, and the closed windows returned
+    as plain columns (the JVM encodes them with ``to_avro``, as the native query does; no Python
+    Avro per key)."""
+
+    def __init__(self, processor: str, record_cost_s: float, cost_kind: str) -> None:
+        self.spec, self.cost, self.cost_kind = processor, record_cost_s, cost_kind
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.state = handle.getValueState("state", "blob BINARY, timer LONG")
+        self.processor = from_spec(self.spec)
+
+    def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
+        frame = pd.concat(list(rows), ignore_index=True).sort_values("offset", kind="stable")
+        watermark = max(int(timerValues.getCurrentWatermarkInMs()), 0)
+        times = frame["event_time"].to_numpy(dtype=np.int64)
+        fresh = times >= watermark
+        records = KeyRecords(times[fresh], frame["value"].to_numpy(dtype=np.float64)[fresh])
+        if self.cost:
+            pay(len(records) * self.cost, self.cost_kind)
+        state, timer = self._load()
+        if len(records):
+            state = self.processor.process(key[0], records, state)
+        yield self._finish(key[0], state, timer, watermark)
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
+        state, _timer = self._load()  # the timer fired: Spark removed it
+        yield self._finish(key[0], state, None, max(int(timerValues.getCurrentWatermarkInMs()), 0))
+
+    def _load(self) -> tuple[Any, int | None]:
+        stored = self.state.get()
+        if stored is None:
+            return self.processor.init(), None
+        return self.processor.decode(bytes(stored[0])), (int(stored[1]) if stored[1] >= 0 else None)
+
+    def _finish(self, key: str, state: Any, timer: int | None, watermark: int) -> pd.DataFrame:
+        results = []
+        due = self.processor.next_due(state)
+        if due is not None and due <= watermark:
+            results, state = self.processor.emit(key, state, watermark)
+            due = self.processor.next_due(state)
+        if timer is not None and timer != due:
+            self.handle.deleteTimer(timer)
+            timer = None
+        if due is not None and timer is None:
+            self.handle.registerTimer(int(due))
+        if self.processor.is_empty(state):
+            self.state.clear()
+        else:
+            self.state.update((bytearray(self.processor.encode(state)), -1 if due is None else int(due)))
+        return pd.DataFrame(
+            [(key, r.window_start, r.window_end, r.count, r.sum, r.min, r.max, r.mean) for r in results],
+            columns=["key", "window_start", "window_end", "count", "sum", "min", "max", "mean"],
+        )
+
+    def close(self) -> None:
+        pass
+
+
+def start_query(spark: Any, kafka: KafkaConfig, args: argparse.Namespace) -> Any:
+    """Start the per-key query; the ``StreamingQuery``."""
+    from pyspark.sql import functions as F
+
+    rows = keyed_rows(spark, kafka, args.topic, args.max_offsets_per_trigger, args.watermark_delay)
+    processor = PeerProcessor(args.processor, args.record_cost_us / 1e6, args.record_cost_kind)
+    windows = rows.groupBy("key").transformWithStateInPandas(
+        statefulProcessor=processor, outputStructType=WINDOWS, outputMode="Update", timeMode="EventTime"
+    )
+    aggregates = windows.select(
+        F.struct(
+            F.timestamp_millis("window_start").alias("start"), F.timestamp_millis("window_end").alias("end")
+        ).alias("window"),
+        "key",
+        "count",
+        "sum",
+        "min",
+        "max",
+        "mean",
+    )
+    return (
+        output_rows(aggregates, args.job)
+        .writeStream.format("kafka")
+        .queryName(args.job)
+        .options(**kafka.spark_sink_options())
+        .option("topic", args.output_topic)
+        .option("checkpointLocation", args.checkpoint)
+        .outputMode("update")
+        .trigger(processingTime=args.trigger)
+        .start()
+    )
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m bench.reduce.peer", description=__doc__.splitlines()[0])
+    add_query_arguments(ap, "shuffle (state) partitions: Spark's skew knob (S, 4S, 8S for S slots)")
+    ap.add_argument("--processor", default="aggregate:size=10s", help="a spark_jobs.processors spec")
+    ap.add_argument("--record-cost-us", type=float, default=0.0, help="simulated work per record, µs")
+    ap.add_argument("--record-cost-kind", choices=COST_KINDS, default="cpu")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the query until SIGTERM, then stop it between batches."""
+    args = parse(argv)
+    kafka = ConnectionSettings.from_args(args).checked_kafka_config("bench-reduce-peer")
+    spark = contender_spark(args, store_conf("rocksdb"))
+    label = f"peer: query {args.job} (groupBy(key), {args.partitions} partitions)"
+    return run_until_signalled(spark, lambda: start_query(spark, kafka, args), label)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

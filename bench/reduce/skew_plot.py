@@ -1,0 +1,56 @@
+"""``reduce-skew.png``: records/s per contender and skew (each seed a dot), Ballast ÷ the best
+peer per seed, and CPU µs per record.
+
+Why from the report alone: a JSON of an earlier run can be drawn again without running anything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+COLORS = {"ballast": "tab:blue", "peer-1s": "tab:red", "peer-4s": "tab:orange", "peer-8s": "tab:brown"}
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    skews = report["skews"]
+    contenders = list(dict.fromkeys(c for sk in skews for c in sk["contenders"]))
+    fig, axs = plt.subplots(1, 3, figsize=(17, 4.8))
+    width = 0.8 / max(1, len(contenders))
+    for j, c in enumerate(contenders):
+        for i, sk in enumerate(skews):
+            row = sk["contenders"].get(c)
+            if row is None:
+                continue
+            x = i + (j - (len(contenders) - 1) / 2) * width
+            label = row["label"] if i == 0 else None
+            axs[0].bar(x, row["records_per_s_median"], width, color=COLORS.get(c), label=label)
+            axs[0].plot([x] * len(row["records_per_s"]), row["records_per_s"], "k.", ms=4)
+            axs[2].bar(x, row["cpu_us_per_record_median"] or 0, width, color=COLORS.get(c))
+    ticks = [f"z = {sk['z']:g}" for sk in skews]
+    for ax in (axs[0], axs[2]):
+        ax.set_xticks(range(len(skews)), ticks)
+    axs[0].set_ylabel("records/s at the cap (median over seeds)")
+    axs[0].legend(fontsize=8)
+    axs[0].set_title(
+        f"per-key work, {report['params']['sk_cost_us']:g} µs {report['params']['sk_cost_kind']}/record"
+    )
+    for i, sk in enumerate(skews):
+        ratios = [r["ratio"] for r in sk["ballast_over_best_peer"]]
+        axs[1].plot([i] * len(ratios), ratios, "o", color="tab:blue")
+        if sk["ballast_over_best_peer_median"] is not None:
+            axs[1].plot([i - 0.2, i + 0.2], [sk["ballast_over_best_peer_median"]] * 2, "k-")
+    axs[1].axhline(1.0, color="gray", lw=0.8)
+    axs[1].axhline(1.3, color="tab:green", lw=0.8, ls="--", label="goal 1.3")
+    axs[1].set_xticks(range(len(skews)), ticks)
+    axs[1].set_ylabel("Ballast ÷ best peer (per seed; line: median)")
+    axs[1].legend(fontsize=8)
+    axs[2].set_ylabel("CPU µs per record (all processes)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,72 @@
+"""The skew part's pure pieces: a drifting hot set, the pairing with the best peer, the busiest share."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from bench.reduce.backlog import drifting_events
+from bench.reduce.runs import Run
+from bench.reduce.skew import busiest_shares, skew_summary
+
+pytestmark = pytest.mark.unit
+
+
+def _hottest(ids: np.ndarray) -> tuple[int, float]:
+    key, n = Counter(ids.tolist()).most_common(1)[0]
+    return key, n / ids.size
+
+
+def test_the_hot_set_moves_at_every_phase_and_keeps_its_skew() -> None:
+    e = drifting_events(40_000, 1_000, 1.0, seed=7, per_ms=10, start_ms=0, phases=4)
+    quarters = np.array_split(e.ids, 4)
+    hot = [_hottest(q) for q in quarters]
+    assert len({k for k, _share in hot}) == 4  # a new hottest key in every phase
+    for _key, share in hot:
+        assert 0.08 < share < 0.2  # Zipf(1.0) over 1,000 keys: the hottest holds ~13 %
+    assert np.all(np.diff(e.times) >= 0)  # event time still only moves forward
+    again = drifting_events(40_000, 1_000, 1.0, seed=7, per_ms=10, start_ms=0, phases=4)
+    assert np.array_equal(e.ids, again.ids)  # seeded: every contender reads the same backlog
+
+
+def _run(contender: str, seed: int, rate: float) -> dict:
+    return {
+        "contender": contender, "seed": seed, "records_per_s": rate, "batch_p50_ms": 1000,
+        "batch_p99_ms": 2000, "cpu_us_per_record": 300.0, "check": {"missing": 0, "unexpected": 0,
+        "different": 0, "repeated_rows": 0},
+    }  # fmt: skip
+
+
+def test_ballast_is_paired_with_the_best_peer_of_each_seed() -> None:
+    runs = [
+        _run("ballast", 1, 1300.0), _run("peer-1s", 1, 800.0), _run("peer-4s", 1, 1000.0),
+        _run("ballast", 2, 900.0), _run("peer-1s", 2, 1200.0), _run("peer-4s", 2, 1000.0),
+    ]  # fmt: skip
+    s = skew_summary(1.0, runs, cores=2, keys=1_000)
+    assert s["ballast_over_best_peer"] == [
+        {"seed": 1, "best_peer": "peer-4s", "ratio": 1.3},
+        {"seed": 2, "best_peer": "peer-1s", "ratio": 0.75},
+    ]
+    assert s["ballast_over_best_peer_median"] == pytest.approx(1.025)
+    assert s["contenders"]["peer-1s"]["records_per_s_median"] == 1000.0
+    assert s["slot_share"] == 0.5
+    assert s["busiest_share_bound"] == s["hottest_key_share"] > 0.125  # the hot key, not 1/8 workers
+
+
+def test_the_busiest_share_counts_the_steps_within_each_steady_batch() -> None:
+    batches = [
+        {"id": 0, "rows": 100, "start_ms": 0, "duration_ms": 1000},  # warm-up: left out
+        {"id": 1, "rows": 100, "start_ms": 5000, "duration_ms": 1000},
+        {"id": 2, "rows": 40, "start_ms": 9000, "duration_ms": 1000},  # under the cap: left out
+    ]
+    workers = [
+        {"at_ms": 500, "worker": 0, "records": 100},
+        {"at_ms": 5500, "worker": 0, "records": 60},
+        {"at_ms": 5600, "worker": 1, "records": 20},
+        {"at_ms": 5700, "worker": 2, "records": 20},
+        {"at_ms": 9500, "worker": 1, "records": 40},
+    ]
+    r = Run("ballast", "b", 0, "j", 0.0, batches, workers)
+    assert busiest_shares(r, warmup=1, cap=100) == [0.6]
