@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 CACHE ?= .cache
 ARGS ?=
 
-.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-controller bench-router bench-router-compare bench-router-secured bench-router-startup bench-reduce bench-reduce-throughput bench-reduce-soak bench-reduce-calm bench-control bench-migration bench-shed chaos clean-cache
+.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-controller bench-router bench-router-compare bench-router-secured bench-router-startup bench-reduce bench-reduce-throughput bench-reduce-soak bench-reduce-calm bench-reduce-skew bench-control bench-migration bench-shed chaos clean-cache
 
 setup:
 	@bash deploy/setup.sh
@@ -64,6 +64,9 @@ bench-reduce-soak: setup
 
 bench-reduce-calm: setup
 	$(PY) -m bench.reduce --parts calm $(ARGS)
+
+bench-reduce-skew: setup
+	$(PY) -m bench.reduce --parts skew $(ARGS)
 
 bench-control: setup
 	$(PY) -m bench.control $(ARGS)

@@ -50,14 +50,22 @@ CONTENDERS = {
     "native-rocksdb": "native, RocksDB state store",
     "native-hdfs": "native, Spark's default store",
     "partition-stage": "prototype: per-partition stage, no state operator",
-    "peer-1s": "groupBy(key) per-key state, P = S",
-    "peer-4s": "groupBy(key) per-key state, P = 4S",
-    "peer-8s": "groupBy(key) per-key state, P = 8S",
+    "peer-1s": "groupBy(key) transformWithState, P = S",
+    "peer-4s": "groupBy(key) transformWithState, P = 4S",
+    "peer-8s": "groupBy(key) transformWithState, P = 8S",
+    "apply-1s": "groupBy(key) applyInPandasWithState, P = S",
+    "apply-4s": "groupBy(key) applyInPandasWithState, P = 4S",
+    "apply-8s": "groupBy(key) applyInPandasWithState, P = 8S",
 }
-PEER_PARTITIONS = {"peer-1s": 1, "peer-4s": 4, "peer-8s": 8}  # shuffle partitions per task slot
+# bench.reduce.peer's contenders: (shuffle partitions per task slot, its --api, its --store)
+PEERS = {
+    **{f"peer-{k}s": (k, "tws", "rocksdb") for k in (1, 4, 8)},
+    # applyInPandasWithState can use Spark's default store, the faster one (the throughput part)
+    **{f"apply-{k}s": (k, "apply", "hdfs") for k in (1, 4, 8)},
+}
 MODULES = {  # the rest: bench.reduce.native
     "partition-stage": "bench.reduce.partition_stage",
-    **dict.fromkeys(PEER_PARTITIONS, "bench.reduce.peer"),
+    **dict.fromkeys(PEERS, "bench.reduce.peer"),
 }
 STAGE_LOG = "stage.jsonl"
 SETTLE_S = 15.0  # after the last data batch: how long to wait for the batch that closes the last windows
@@ -208,9 +216,13 @@ class _Process:
                 "--changelog-topic", f"{self.pipe.layout.name('routed')}-{job}-changelog",
                 "--stage-log", str(folder / STAGE_LOG),
             ]  # fmt: skip
-        elif contender in PEER_PARTITIONS:
-            partitions = PEER_PARTITIONS[contender] * s.cores
-            own = ["--processor", s.processor, *(f"--{k.replace('_', '-')}={v}" for k, v in cost.items())]
+        elif contender in PEERS:
+            per_slot, api, store = PEERS[contender]
+            partitions = per_slot * s.cores
+            own = [
+                "--processor", s.processor, "--api", api, "--store", store,
+                *(f"--{k.replace('_', '-')}={v}" for k, v in cost.items()),
+            ]  # fmt: skip
         else:
             own = ["--store", contender.removeprefix("native-")]
         argv = [

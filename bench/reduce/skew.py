@@ -1,9 +1,10 @@
 """Skew: per-key CPU work under a drifting Zipf hot set, Ballast against Spark's best per-key query.
 
 The question: for per-key work that Spark cannot pre-aggregate, is Ballast faster than the query
-a Spark expert writes, given the same task slots? The peer is ``groupBy(key)`` with
-``transformWithStateInPandas`` (:mod:`bench.reduce.peer`) at P = S, 4S and 8S shuffle partitions
-(over-partitioning is Spark's own skew remedy), Ballast the reduce job, hash only (its 8 routed
+a Spark expert writes, given the same task slots? The peers are ``groupBy(key)`` with
+``transformWithStateInPandas`` or ``applyInPandasWithState`` (:mod:`bench.reduce.peer`) at P = S,
+4S and 8S shuffle partitions (over-partitioning is Spark's own skew remedy), Ballast the reduce
+job, hash only (its 8 routed
 partitions = 8 workers, so 8 tasks on the same S slots). Each runs the same processor with the
 same simulated cost per record (``--sk-cost-kind cpu``: a spin on the task thread's CPU clock,
 standing for per-key computation; ``sleep`` stands for blocking I/O).
@@ -35,7 +36,7 @@ from bench.reduce.backlog import default_start_ms, drifting_events, fill, refere
 from bench.reduce.check import equal
 from bench.reduce.figures import pct
 from bench.reduce.params import PER_MS, WORKERS, Params, log
-from bench.reduce.runs import CONTENDERS, PEER_PARTITIONS, Run, run
+from bench.reduce.runs import CONTENDERS, PEERS, Run, run
 from bench.reduce.throughput import check_run, rounds_order, settings, slim, steady, summarize_run
 
 
@@ -118,7 +119,7 @@ def skew_summary(z: float, runs: list[dict[str, Any]], cores: int, keys: int) ->
     ratios = []
     for seed in dict.fromkeys(r["seed"] for r in runs):
         of_seed = {r["contender"]: r["records_per_s"] for r in runs if r["seed"] == seed}
-        peers = {c: v for c, v in of_seed.items() if c in PEER_PARTITIONS}
+        peers = {c: v for c, v in of_seed.items() if c in PEERS}
         if "ballast" in of_seed and peers and max(peers.values()) > 0:
             best = max(peers, key=peers.__getitem__)
             ratios.append(

@@ -9,7 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-COLORS = {"ballast": "tab:blue", "peer-1s": "tab:red", "peer-4s": "tab:orange", "peer-8s": "tab:brown"}
+COLORS = {
+    "ballast": "tab:blue",
+    "peer-1s": "tab:red",
+    "peer-4s": "tab:orange",
+    "peer-8s": "tab:brown",
+    "apply-1s": "tab:purple",
+    "apply-4s": "tab:pink",
+    "apply-8s": "tab:gray",
+}
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
