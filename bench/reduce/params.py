@@ -76,7 +76,7 @@ class Params:
     sk_cost_kind: str = "cpu"  # cpu (computation) or sleep (blocking I/O)
     sk_cap: int = 10_000  # maxOffsetsPerTrigger
     sk_warmup_batches: int = 2
-    sk_contenders: str = "ballast,peer-1s,peer-4s,peer-8s"
+    sk_contenders: str = "ballast,peer-1s,peer-4s,peer-8s,apply-1s,apply-4s,apply-8s"
 
     @property
     def trigger(self) -> str:
