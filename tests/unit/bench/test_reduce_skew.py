@@ -70,3 +70,16 @@ def test_the_busiest_share_counts_the_steps_within_each_steady_batch() -> None:
     ]
     r = Run("ballast", "b", 0, "j", 0.0, batches, workers)
     assert busiest_shares(r, warmup=1, cap=100) == [0.6]
+
+
+def test_the_peer_reads_a_keys_rows_in_offset_order_without_the_late_ones() -> None:
+    import pandas as pd
+
+    from bench.reduce.peer import fresh_records
+
+    one = pd.DataFrame({"offset": [5, 3, 9], "event_time": [50, 30, 90], "value": [1.0, 2.0, 3.0]})
+    records = fresh_records(iter([one]), watermark=40)
+    assert records.event_time.tolist() == [50, 90] and records.value.tolist() == [1.0, 3.0]
+    parts = [one.iloc[:1], one.iloc[1:]]  # several frames: concatenated, then ordered
+    both = fresh_records(iter(parts), watermark=0)
+    assert both.event_time.tolist() == [30, 50, 90] and both.value.tolist() == [2.0, 1.0, 3.0]
