@@ -180,6 +180,44 @@ def result_value(codec: AvroCodec, r: WindowResult, job: str) -> bytes:
     )
 
 
+def load_key_state(processor: Any, value_state: Any) -> tuple[Any, int | None]:
+    """A key's processor state and its registered timer (none) from its value state
+    (``blob BINARY, timer LONG``; -1: no timer)."""
+    stored = value_state.get()
+    if stored is None:
+        return processor.init(), None
+    timer = int(stored[1]) if stored[1] is not None and stored[1] >= 0 else None
+    return processor.decode(bytes(stored[0])), timer
+
+
+def emit_and_store(
+    processor: Any,
+    handle: StatefulProcessorHandle,
+    value_state: Any,
+    key: str,
+    state: Any,
+    timer: int | None,
+    watermark: int,
+) -> list[WindowResult]:
+    """The end of a key's call: the windows the watermark closed, the timer moved only when the
+    next due window moved, and the state stored with its timer (or cleared when empty)."""
+    results: list[WindowResult] = []
+    due = processor.next_due(state)
+    if due is not None and due <= watermark:
+        results, state = processor.emit(key, state, watermark)
+        due = processor.next_due(state)
+    if timer is not None and timer != due:
+        handle.deleteTimer(timer)
+        timer = None
+    if due is not None and timer is None:
+        handle.registerTimer(int(due))
+    if processor.is_empty(state):
+        value_state.clear()
+    else:
+        value_state.update((bytearray(processor.encode(state)), -1 if due is None else int(due)))
+    return results
+
+
 class KeyedProcessor(StatefulProcessor):
     """One key per group: the same processor and the same per-record sleep as the reduce job's
     worker, with the key's state in a value state and one event-time timer per key."""
@@ -219,39 +257,19 @@ class KeyedProcessor(StatefulProcessor):
         yield self._finish(key[0], state, None, watermark, 0, 0)
 
     def _load(self) -> tuple[Any, int | None]:
-        stored = self.state.get()
-        if stored is None:
-            return self.processor.init(), None
-        timer = int(stored[1]) if stored[1] is not None and stored[1] >= 0 else None
-        return self.processor.decode(bytes(stored[0])), timer
+        return load_key_state(self.processor, self.state)
 
     def _finish(
         self, key: str, state: Any, timer: int | None, watermark: int, n: int, late: int
     ) -> pd.DataFrame:
         from pyspark import TaskContext
 
-        rows: list[tuple[str, bytes | None, bytes]] = []
-        due = self.processor.next_due(state)
-        if due is not None and due <= watermark:
-            results, state = self.processor.emit(key, state, watermark)
-            for r in results:
-                rows.append(
-                    (
-                        self.topics["output"],
-                        f"{self.job}:{r.window_start}:{key}".encode(),
-                        result_value(self.codec, r, self.job),
-                    )
-                )
-            due = self.processor.next_due(state)
-        if timer is not None and timer != due:
-            self.handle.deleteTimer(timer)
-            timer = None
-        if due is not None and timer is None:
-            self.handle.registerTimer(int(due))
-        if self.processor.is_empty(state):
-            self.state.clear()
-        else:
-            self.state.update((bytearray(self.processor.encode(state)), -1 if due is None else int(due)))
+        closed = emit_and_store(self.processor, self.handle, self.state, key, state, timer, watermark)
+        output = self.topics["output"]
+        rows: list[tuple[str, bytes | None, bytes]] = [
+            (output, f"{self.job}:{r.window_start}:{key}".encode(), result_value(self.codec, r, self.job))
+            for r in closed
+        ]
         if "load" in self.topics:
             context = TaskContext.get()
             partition = context.partitionId() if context is not None else -1

@@ -36,6 +36,7 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from ballast.cli.connection import ConnectionSettings
 from ballast.kafka.configuration import KafkaConfig
+from bench.reduce.baseline import emit_and_store, load_key_state
 from bench.reduce.native import (
     STORES,
     add_query_arguments,
@@ -133,26 +134,10 @@ class PeerProcessor(StatefulProcessor):
         yield from self._finish(key[0], state, None, max(int(timerValues.getCurrentWatermarkInMs()), 0))
 
     def _load(self) -> tuple[Any, int | None]:
-        stored = self.state.get()
-        if stored is None:
-            return self.processor.init(), None
-        return self.processor.decode(bytes(stored[0])), (int(stored[1]) if stored[1] >= 0 else None)
+        return load_key_state(self.processor, self.state)
 
     def _finish(self, key: str, state: Any, timer: int | None, watermark: int) -> Iterator[pd.DataFrame]:
-        results: list = []
-        due = self.processor.next_due(state)
-        if due is not None and due <= watermark:
-            results, state = self.processor.emit(key, state, watermark)
-            due = self.processor.next_due(state)
-        if timer is not None and timer != due:
-            self.handle.deleteTimer(timer)
-            timer = None
-        if due is not None and timer is None:
-            self.handle.registerTimer(int(due))
-        if self.processor.is_empty(state):
-            self.state.clear()
-        else:
-            self.state.update((bytearray(self.processor.encode(state)), -1 if due is None else int(due)))
+        results = emit_and_store(self.processor, self.handle, self.state, key, state, timer, watermark)
         if results:
             yield window_frame(key, results)
 
