@@ -4,8 +4,8 @@ The question: for per-key work that Spark cannot pre-aggregate, is Ballast faste
 a Spark expert writes, given the same task slots? The peers are ``groupBy(key)`` with
 ``transformWithStateInPandas`` or ``applyInPandasWithState`` (:mod:`bench.reduce.peer`) at P = S,
 4S and 8S shuffle partitions (over-partitioning is Spark's own skew remedy), Ballast the reduce
-job, hash only (its 8 routed
-partitions = 8 workers, so 8 tasks on the same S slots). Each runs the same processor with the
+job, hash only (its 8 routed partitions = 8 workers, so 8 tasks on the same S slots). Each runs
+the same processor with the
 same simulated cost per record (``--sk-cost-kind cpu``: a spin on the task thread's CPU clock,
 standing for per-key computation; ``sleep`` stands for blocking I/O).
 
@@ -16,7 +16,7 @@ over the steady batches at the cap (a backlog drained at this rate is the rate t
 sustains with its lag bounded by one batch), batch p50/p99, CPU µs per record, every run checked
 against the reference. Ratios, per skew: Ballast ÷ the best peer of the same seed, and their
 median over the seeds. For Ballast, the busiest worker's share of a batch's records against the
-bound max(1/S, the hottest key's share): the part of a batch no placement can spread.
+bound max(1/workers, the hottest key's share): the part of a batch no placement can spread.
 
 Not here yet: p99 latency at a fixed paced rate (the batch p99 at the cap stands in), Ballast
 with routing updates on the drifting hot set, and the Ballast engine on Spark's hash.
@@ -37,18 +37,24 @@ from bench.reduce.check import equal
 from bench.reduce.figures import pct
 from bench.reduce.params import PER_MS, WORKERS, Params, log
 from bench.reduce.runs import CONTENDERS, PEERS, Run, run
-from bench.reduce.throughput import check_run, rounds_order, settings, slim, steady, summarize_run
+from bench.reduce.throughput import (
+    batch_steps,
+    check_run,
+    rounds_order,
+    settings,
+    slim,
+    steady,
+    summarize_run,
+)
 
 
 def busiest_shares(r: Run, warmup: int, cap: int) -> list[float]:
     """Per steady batch of a Ballast run: the busiest worker's share of the batch's records."""
     out = []
     for b in steady(r.batches, warmup, cap):
-        lo, hi = b["start_ms"] - 200, b["start_ms"] + b["duration_ms"] + 200
         per: dict[int, int] = {}
-        for w in r.workers:
-            if lo <= w["at_ms"] <= hi:
-                per[w["worker"]] = per.get(w["worker"], 0) + w["records"]
+        for w in batch_steps(r, b):
+            per[w["worker"]] = per.get(w["worker"], 0) + w["records"]
         total = sum(per.values())
         if total:
             out.append(max(per.values()) / total)

@@ -62,12 +62,17 @@ def steady(batches: list[dict], warmup: int, cap: int) -> list[dict]:
     return [b for b in batches if b["id"] >= warmup and b["rows"] >= 0.9 * cap]
 
 
-def worker_totals(run: Run, batch: dict) -> dict[str, float]:
+def batch_steps(run: Run, batch: dict) -> list[dict]:
     """Ballast's worker steps written while ``batch`` ran (``WorkerStats`` carry no batch id; the
-    batches of a query never overlap): records, engine time, the state after the last step of
-    each worker."""
+    batches of a query never overlap)."""
     lo, hi = batch["start_ms"] - 200, batch["start_ms"] + batch["duration_ms"] + 200
-    mine = [w for w in run.workers if lo <= w["at_ms"] <= hi]
+    return [w for w in run.workers if lo <= w["at_ms"] <= hi]
+
+
+def worker_totals(run: Run, batch: dict) -> dict[str, float]:
+    """Ballast's worker steps of ``batch`` (:func:`batch_steps`): records, engine time, the state
+    after the last step of each worker."""
+    mine = batch_steps(run, batch)
     last: dict[int, dict] = {}
     for w in sorted(mine, key=lambda w: w["at_ms"]):
         last[w["worker"]] = w
