@@ -63,10 +63,14 @@ def steady(batches: list[dict], warmup: int, cap: int) -> list[dict]:
 
 
 def batch_steps(run: Run, batch: dict) -> list[dict]:
-    """Ballast's worker steps written while ``batch`` ran (``WorkerStats`` carry no batch id; the
-    batches of a query never overlap)."""
-    lo, hi = batch["start_ms"] - 200, batch["start_ms"] + batch["duration_ms"] + 200
-    return [w for w in run.workers if lo <= w["at_ms"] <= hi]
+    """Ballast's worker steps written while ``batch`` ran. ``WorkerStats`` carry no batch id, so a
+    step belongs to the last batch started at or before it (a query's batches never overlap); a
+    window around each batch instead counted the steps that end one batch in the next as well,
+    when the backlog keeps the batches back to back (a few ms apart)."""
+    starts = sorted(b["start_ms"] for b in run.batches)
+    later = [t for t in starts if t > batch["start_ms"]]
+    hi = later[0] if later else batch["start_ms"] + batch["duration_ms"] + 200
+    return [w for w in run.workers if batch["start_ms"] <= w["at_ms"] < hi]
 
 
 def worker_totals(run: Run, batch: dict) -> dict[str, float]:

@@ -10,6 +10,7 @@ import pytest
 from bench.reduce.backlog import drifting_events
 from bench.reduce.runs import Run
 from bench.reduce.skew import busiest_shares, skew_summary
+from bench.reduce.throughput import batch_steps
 
 pytestmark = pytest.mark.unit
 
@@ -83,3 +84,23 @@ def test_the_peer_reads_a_keys_rows_in_offset_order_without_the_late_ones() -> N
     parts = [one.iloc[:1], one.iloc[1:]]  # several frames: concatenated, then ordered
     both = fresh_records(iter(parts), watermark=0)
     assert both.event_time.tolist() == [30, 50, 90] and both.value.tolist() == [2.0, 1.0, 3.0]
+
+
+def test_a_step_at_the_end_of_a_batch_counts_in_that_batch_only() -> None:
+    # a backlog keeps batches back to back: the next starts 5 ms after one ends
+    batches = [
+        {"id": 0, "rows": 100, "start_ms": 0, "duration_ms": 1000},
+        {"id": 1, "rows": 100, "start_ms": 1005, "duration_ms": 1000},
+        {"id": 2, "rows": 100, "start_ms": 2010, "duration_ms": 1000},
+    ]
+    workers = [
+        {"at_ms": 400, "worker": 0, "records": 50},
+        {"at_ms": 990, "worker": 1, "records": 50},  # the last task of batch 0
+        {"at_ms": 1500, "worker": 0, "records": 50},
+        {"at_ms": 1990, "worker": 1, "records": 50},  # the last task of batch 1
+        {"at_ms": 2500, "worker": 0, "records": 50},
+        {"at_ms": 3000, "worker": 1, "records": 50},
+    ]
+    r = Run("ballast", "b", 0, "j", 0.0, batches, workers)
+    assert [sum(w["records"] for w in batch_steps(r, b)) for b in batches] == [100, 100, 100]
+    assert busiest_shares(r, warmup=0, cap=100) == [0.5, 0.5, 0.5]
