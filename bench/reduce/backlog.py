@@ -128,7 +128,7 @@ class Backlog:
         self.pipe.close()
 
 
-def _encoded(events: Events) -> Iterator[tuple[bytes, bytes]]:
+def encoded(events: Events) -> Iterator[tuple[bytes, bytes]]:
     names: dict[int, bytes] = {}
     for lo in range(0, events.ids.size, CHUNK):
         ids = events.ids[lo : lo + CHUNK].tolist()
@@ -154,7 +154,7 @@ def fill(kafka: KafkaConfig, workdir: Path, name: str, events: Events) -> Backlo
     pipe.start(router)
     n = int(events.ids.size)
     log(f"{name}: producing {n:,} events to {layout.name('input')}")
-    pipe.produce_raw(_encoded(events), step=CHUNK)
+    pipe.produce_raw(encoded(events), step=CHUNK)
     pipe.wait_routed(n, WAIT_S, watch=("router",))
     pipe.stop("router")
     ends = pipe.routed_ends()

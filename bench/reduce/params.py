@@ -79,6 +79,14 @@ class Params:
     # CPU per batch falls from 6.5 to 2.5 s over them, and Ballast's batch from 5.1 to 3.0 s
     sk_warmup_batches: int = 10
     sk_contenders: str = "ballast,peer-1s,peer-4s,peer-8s,apply-1s,apply-4s,apply-8s"
+    # drain: the sustainable rate, each contender draining the backlog at the cap; paced: latency
+    # per record at a fixed rate, each contender fed live (bench.reduce.paced)
+    sk_modes: str = "drain,paced"
+    sk_paced_rate: float = 0.0  # events/s; 0: sk_paced_fraction x the best peer's drained rate (same seed)
+    sk_paced_fraction: float = 0.8
+    sk_paced_contenders: str = "ballast,best"  # best: the best peer of the same seed's drained runs
+    sk_paced_warm_s: float = 60.0  # records routed in the first seconds left out (start-up, JIT)
+    sk_paced_from: str = ""  # an earlier report of the part: its drained runs, completed by paced ones
 
     @property
     def trigger(self) -> str:
@@ -110,6 +118,7 @@ QUICK = {
     "sk_zipfs": "1.0",
     "sk_seeds": 1,
     "sk_warmup_batches": 1,
+    "sk_paced_warm_s": 20.0,
 }
 
 

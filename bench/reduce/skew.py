@@ -11,19 +11,28 @@ standing for per-key computation; ``sleep`` stands for blocking I/O).
 
 Per skew (Zipf z) and seed, one backlog (:func:`bench.reduce.backlog.drifting_events`: the hot
 set moves ``sk_phases`` times) is routed once; every contender reads it from the start, one at a
-time, the order turning by one each seed. Figures as in :mod:`bench.reduce.throughput`: records/s
-over the steady batches at the cap (a backlog drained at this rate is the rate the contender
-sustains with its lag bounded by one batch), batch p50/p99, CPU µs per record, every run checked
-against the reference. Ratios, per skew: Ballast ÷ the best peer of the same seed, and their
-median over the seeds. For Ballast, the busiest worker's share of a batch's records against the
-bound max(1/workers, the hottest key's share): the part of a batch no placement can spread.
+time, the order turning by one each seed (*drain*). Figures as in :mod:`bench.reduce.throughput`:
+records/s over the steady batches at the cap (a backlog drained at this rate is the rate the
+contender sustains with its lag bounded by one batch), batch p50/p99, CPU µs per record, every run
+checked against the reference. The first 10 batches are left out: the JVM compiles Spark's code
+over them. Ratios, per skew: Ballast ÷ the best peer of the same seed, and their median over the
+seeds. For Ballast, the busiest worker's share of a batch's records against the bound
+max(1/workers, the hottest key's share): the part of a batch no placement can spread.
 
-Not here yet: p99 latency at a fixed paced rate (the batch p99 at the cap stands in), Ballast
-with routing updates on the drifting hot set, and the Ballast engine on Spark's hash.
+Then *paced* (:mod:`bench.reduce.paced`): Ballast and the best peer of the seed, each fed the same
+events live at one rate (80 % of that peer's drained rate), each record's latency to the end of
+the batch that read it; Ballast's p99 ÷ the peer's. A drained backlog is gentler than a live
+stream in one way the paced runs are not: Spark's Kafka source splits a capped batch across the
+partitions by their whole backlog, so every batch carries each worker's average share, not the
+current phase's.
+
+Not here yet: Ballast with routing updates on the drifting hot set, and the Ballast engine on
+Spark's hash.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from dataclasses import asdict, replace
@@ -35,10 +44,10 @@ from ballast.workload import zipf_probabilities
 from bench.reduce.backlog import default_start_ms, drifting_events, fill, reference
 from bench.reduce.check import equal
 from bench.reduce.figures import pct
+from bench.reduce.paced import latency_summary, record_latencies, routed_stamps, start_paced
 from bench.reduce.params import PER_MS, WORKERS, Params, log
-from bench.reduce.runs import CONTENDERS, PEERS, Run, run
+from bench.reduce.runs import CONTENDERS, PEERS, run
 from bench.reduce.throughput import (
-    batch_steps,
     check_run,
     rounds_order,
     settings,
@@ -48,63 +57,130 @@ from bench.reduce.throughput import (
 )
 
 
-def busiest_shares(r: Run, warmup: int, cap: int) -> list[float]:
-    """Per steady batch of a Ballast run: the busiest worker's share of the batch's records."""
+def busiest_shares(batches: list[dict], warmup: int, cap: int) -> list[float]:
+    """Per steady batch of a Ballast run: the busiest worker's share of the batch's records, from
+    the routed offsets each batch read (routed partition p is worker p; the router's markers, 0.01 %
+    of the records, count with them)."""
     out = []
-    for b in steady(r.batches, warmup, cap):
-        per: dict[int, int] = {}
-        for w in batch_steps(r, b):
-            per[w["worker"]] = per.get(w["worker"], 0) + w["records"]
-        total = sum(per.values())
-        if total:
-            out.append(max(per.values()) / total)
+    before: dict[int, int] = {}
+    keep = {b["id"] for b in steady(batches, warmup, cap)}
+    for b in sorted(batches, key=lambda b: b["id"]):
+        read = [max(0, end - before.get(p, 0)) for p, end in enumerate(b["end_offsets"])]
+        before.update(enumerate(b["end_offsets"]))
+        if b["id"] in keep and sum(read):
+            out.append(max(read) / sum(read))
     return out
 
 
 def run_seed(
-    z: float, seed_index: int, params: Params, kafka: KafkaConfig, workdir: Path, started: float
+    z: float,
+    seed_index: int,
+    params: Params,
+    kafka: KafkaConfig,
+    workdir: Path,
+    started: float,
+    earlier: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every contender once on the backlog of one (z, seed)."""
-    contenders = [c for c in params.sk_contenders.split(",") if c]
+    """Every contender once on the backlog of one (z, seed) (drain), then Ballast and the best
+    peer fed the same events live at one fixed rate (paced); ``earlier``: this (z, seed)'s drained
+    runs of an earlier report, for a paced-only run."""
     window = params.tp_window_ms
     seed = params.seed + 1000 * seed_index
     events = drifting_events(
         params.sk_events, params.sk_keys, z, seed, PER_MS, default_start_ms(window), params.sk_phases
     )
-    backlog = fill(kafka, workdir, f"sk-z{z:g}-s{seed_index}".replace(".", "_"), events)
     ref = reference(events, window)
     s = replace(
         settings(params, params.sk_cap),
         record_cost_us=params.sk_cost_us,
         record_cost_kind=params.sk_cost_kind,
     )
-    out = []
-    try:
-        for contender in rounds_order(contenders, seed_index):
-            r = run(contender, backlog, seed_index, s, workdir)
-            summary = summarize_run(r, params.sk_warmup_batches, params.sk_cap)
-            summary["z"], summary["seed"] = z, seed
-            summary["check"] = check_run(r, backlog, ref, window)
-            if contender == "ballast":
-                shares = busiest_shares(r, params.sk_warmup_batches, params.sk_cap)
-                summary["busiest_worker_share_p50"] = round(pct(shares, 50), 3) if shares else None
-            summary["batches_kept"] = [slim(b) for b in r.batches]
+    name = f"sk-z{z:g}-s{seed_index}".replace(".", "_")
+    out: list[dict[str, Any]] = []
+    if "drain" in modes(params):
+        backlog = fill(kafka, workdir, name, events)
+        try:
+            for contender in rounds_order(contenders(params.sk_contenders), seed_index):
+                r = run(contender, backlog, seed_index, s, workdir)
+                summary = summarize_run(r, params.sk_warmup_batches, params.sk_cap)
+                summary["mode"], summary["z"], summary["seed"] = "drain", z, seed
+                summary["check"] = check_run(r, backlog, ref, window)
+                if contender == "ballast":
+                    shares = busiest_shares(r.batches, params.sk_warmup_batches, params.sk_cap)
+                    summary["busiest_worker_share_p50"] = round(pct(shares, 50), 3) if shares else None
+                summary["batches_kept"] = [slim(b) for b in r.batches]
+                out.append(summary)
+                log(
+                    f"skew z={z:g} seed {seed_index + 1}/{params.sk_seeds} {contender}: "
+                    f"{summary['records_per_s']:,.0f} records/s, batch p50 {summary['batch_p50_ms']} ms, "
+                    f"p99 {summary['batch_p99_ms']} ms, CPU {summary['cpu_us_per_record']} µs/record, "
+                    f"check {'ok' if equal(summary['check']) else summary['check']} "
+                    f"({time.monotonic() - started:.0f} s)"
+                )
+        finally:
+            backlog.close()
+    if "paced" in modes(params):
+        rate, paced = paced_plan(params, out or earlier or [])
+        for contender in rounds_order(paced, seed_index):
+            backlog = start_paced(kafka, workdir, f"{name}-{contender}", events, rate)
+            try:
+                r = run(contender, backlog, seed_index, s, workdir)
+                backlog.wait_fed()
+                stamps = routed_stamps(backlog.pipe)
+                first = min((int(ts[0]) for _, ts in stamps.values() if ts.size), default=0)
+                _, lats = record_latencies(r.batches, stamps, first + int(params.sk_paced_warm_s * 1000))
+                summary = {"contender": contender, "mode": "paced", "z": z, "seed": seed, "rate": rate,
+                           **latency_summary(lats), "check": check_run(r, backlog, ref, window),
+                           "batches_kept": [slim(b) for b in r.batches]}  # fmt: skip
+            finally:
+                backlog.close()
             out.append(summary)
+            verdict = "ok" if equal(summary["check"]) else summary["check"]
             log(
-                f"skew z={z:g} seed {seed_index + 1}/{params.sk_seeds} {contender}: "
-                f"{summary['records_per_s']:,.0f} records/s, batch p50 {summary['batch_p50_ms']} ms, "
-                f"p99 {summary['batch_p99_ms']} ms, CPU {summary['cpu_us_per_record']} µs/record, "
-                f"check {'ok' if equal(summary['check']) else summary['check']} "
-                f"({time.monotonic() - started:.0f} s)"
+                f"skew z={z:g} seed {seed_index + 1}/{params.sk_seeds} {contender} paced at {rate:,.0f}/s: "
+                f"latency p50 {summary['latency_p50_ms']} ms, p99 {summary['latency_p99_ms']} ms, "
+                f"drift {summary['drift_ms']} ms, check {verdict} ({time.monotonic() - started:.0f} s)"
             )
-    finally:
-        backlog.close()
     return out
+
+
+def modes(params: Params) -> list[str]:
+    chosen = [m for m in params.sk_modes.split(",") if m]
+    unknown = set(chosen) - {"drain", "paced"}
+    if unknown or not chosen:
+        raise ValueError(f"--sk-modes: drain, paced or both, not {params.sk_modes!r}")
+    return chosen
+
+
+def contenders(names: str) -> list[str]:
+    chosen = [c for c in names.split(",") if c]
+    unknown = set(chosen) - set(CONTENDERS)
+    if unknown:
+        raise ValueError(f"unknown contenders {sorted(unknown)} (known: {', '.join(CONTENDERS)})")
+    return chosen
+
+
+def paced_plan(params: Params, drained: list[dict[str, Any]]) -> tuple[float, list[str]]:
+    """The paced runs of one seed: the rate (``sk_paced_rate``, or ``sk_paced_fraction`` of the
+    best peer's drained rate) and the contenders (``best`` standing for that peer)."""
+    peers = {r["contender"]: r["records_per_s"] for r in drained if r["contender"] in PEERS}
+    best = max(peers, key=peers.__getitem__) if peers else None
+    rate = params.sk_paced_rate or (params.sk_paced_fraction * peers[best] if best else 0.0)
+    wanted = [c for c in params.sk_paced_contenders.split(",") if c]
+    if rate <= 0 or ("best" in wanted and best is None):
+        raise ValueError(
+            "paced runs need the drained runs of a peer (--sk-modes drain,paced) or both "
+            "--sk-paced-rate and --sk-paced-contenders naming no 'best'"
+        )
+    return round(rate, 1), contenders(",".join(dict.fromkeys(best if c == "best" else c for c in wanted)))
 
 
 def skew_summary(z: float, runs: list[dict[str, Any]], cores: int, keys: int) -> dict[str, Any]:
     """One skew's table: per contender the median rate, p50/p99, CPU per record; Ballast ÷ the
-    best peer of each seed, and the bound on the busiest worker."""
+    best peer of each seed, and the bound on the busiest worker; the paced runs' latency, and
+    Ballast's p99 ÷ the peer's of the same seed (≤ 1: no worse)."""
+    paced = [r for r in runs if r.get("mode") == "paced"]
+    runs = [r for r in runs if r.get("mode", "drain") == "drain"]
     rows: dict[str, Any] = {}
     for contender in dict.fromkeys(r["contender"] for r in runs):
         mine = [r for r in runs if r["contender"] == contender]
@@ -135,6 +211,7 @@ def skew_summary(z: float, runs: list[dict[str, Any]], cores: int, keys: int) ->
     return {
         "z": z,
         "contenders": rows,
+        **paced_summary(paced),
         "ballast_over_best_peer": ratios,
         "ballast_over_best_peer_median": (
             round(statistics.median(r["ratio"] for r in ratios), 3) if ratios else None
@@ -145,12 +222,61 @@ def skew_summary(z: float, runs: list[dict[str, Any]], cores: int, keys: int) ->
     }
 
 
+def paced_summary(paced: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per contender of the paced runs: the rate, medians of latency p50/p99 and drift over the
+    seeds; per seed, Ballast's p99 ÷ the peer's it ran against."""
+    rows: dict[str, Any] = {}
+    for contender in dict.fromkeys(r["contender"] for r in paced):
+        mine = [r for r in paced if r["contender"] == contender and r["records"]]
+        if not mine:
+            continue
+        rows[contender] = {
+            "label": CONTENDERS[contender],
+            "rates": [r["rate"] for r in mine],
+            **{
+                f"{k}_median": round(statistics.median(r[k] for r in mine))
+                for k in ("latency_p50_ms", "latency_p99_ms", "drift_ms")
+            },
+            "checks_ok": all(equal(r["check"]) for r in mine),
+        }
+    ratios = []
+    for seed in dict.fromkeys(r["seed"] for r in paced):
+        p99 = {r["contender"]: r["latency_p99_ms"] for r in paced if r["seed"] == seed and r["records"]}
+        peers = [c for c in p99 if c in PEERS]
+        if "ballast" in p99 and peers and p99[peers[0]]:
+            ratios.append({"seed": seed, "peer": peers[0], "ratio": round(p99["ballast"] / p99[peers[0]], 3)})
+    median = round(statistics.median(r["ratio"] for r in ratios), 3) if ratios else None
+    return {"paced": rows, "ballast_p99_over_peer": ratios, "ballast_p99_over_peer_median": median}
+
+
+def earlier_runs(params: Params) -> list[dict[str, Any]]:
+    """The drained runs of ``sk_paced_from`` (an earlier report of this part) for a paced-only run,
+    checked to be of the same backlogs: the events follow from the parameters compared here."""
+    if not params.sk_paced_from:
+        return []
+    if "drain" in modes(params):
+        raise ValueError("--sk-paced-from completes an earlier report: use it with --sk-modes paced")
+    report = json.loads(Path(params.sk_paced_from).read_text())
+    theirs = report["params"]
+    same = ("seed", "sk_events", "sk_keys", "sk_phases", "sk_cost_us", "sk_cost_kind", "tp_window_ms")
+    differ = [k for k in same if theirs.get(k) != getattr(params, k)]
+    if differ:
+        raise ValueError(f"{params.sk_paced_from} ran other backlogs or costs: {', '.join(differ)} differ")
+    runs = [r for r in report["runs"] if r.get("mode", "drain") == "drain"]
+    for r in runs:
+        if r["contender"] == "ballast":  # from the routed offsets, as this version reads it
+            shares = busiest_shares(r["batches_kept"], theirs["sk_warmup_batches"], theirs["sk_cap"])
+            r["busiest_worker_share_p50"] = round(pct(shares, 50), 3) if shares else None
+    return runs
+
+
 def run_skew(params: Params, kafka: KafkaConfig, workdir: Path, started: float) -> dict[str, Any]:
     """The skew part: every skew, every seed, the report."""
     zs = [float(z) for z in params.sk_zipfs.split(",") if z]
-    unknown = {c for c in params.sk_contenders.split(",") if c} - set(CONTENDERS)
-    if unknown:
-        raise ValueError(f"unknown contenders {sorted(unknown)} (known: {', '.join(CONTENDERS)})")
+    contenders(params.sk_contenders)
+    drained = earlier_runs(params)
+    if "drain" not in modes(params) and not drained:
+        paced_plan(params, [])  # a paced-only run names its rate and contenders, or an earlier report
     runs: list[dict[str, Any]] = []
     for z in zs:
         for i in range(params.sk_seeds):
@@ -158,7 +284,9 @@ def run_skew(params: Params, kafka: KafkaConfig, workdir: Path, started: float) 
                 f"skew z={z:g}, seed {i + 1}/{params.sk_seeds}: "
                 f"{params.sk_events:,} events, {params.sk_keys:,} keys"
             )
-            runs += run_seed(z, i, params, kafka, workdir, started)
+            seed = params.seed + 1000 * i
+            mine = [r for r in drained if r["z"] == z and r["seed"] == seed]
+            runs += mine + run_seed(z, i, params, kafka, workdir, started, mine)
     return {
         "params": asdict(params),
         "slots": params.tp_cores,
@@ -173,6 +301,10 @@ def run_skew(params: Params, kafka: KafkaConfig, workdir: Path, started: float) 
             "ratio": "Ballast's records/s ÷ the best peer's of the same seed (same backlog, minutes apart)",
             "busiest_worker_share": "Ballast: the busiest worker's share of a steady batch's records; "
             "busiest_share_bound = max(1/workers, hottest key's share), slot_share = 1/S",
+            "paced": "each contender fed the same events live at one rate (sk_paced_fraction of the best "
+            "peer's drained rate unless sk_paced_rate): latency = end of the batch that read a record - "
+            "its routed timestamp, records of the first sk_paced_warm_s left out; drift = p50 of the last "
+            "quarter - p50 of the first (near 0: it kept up)",
         },
         "skews": [
             skew_summary(z, [r for r in runs if r["z"] == z], params.tp_cores, params.sk_keys) for z in zs
@@ -195,3 +327,10 @@ def print_summary(report: dict[str, Any]) -> None:
             )
         print(f"  z={sk['z']:g} Ballast ÷ best peer: {sk['ballast_over_best_peer']} "
               f"(median {sk['ballast_over_best_peer_median']})")  # fmt: skip
+        for c in sk["paced"].values():
+            print(f"  paced at {c['rates']}/s, {c['label']}: latency p50 {c['latency_p50_ms_median']} ms, "
+                  f"p99 {c['latency_p99_ms_median']} ms, drift {c['drift_ms_median']} ms, "
+                  f"{'ok' if c['checks_ok'] else 'CHECK FAILED'}")  # fmt: skip
+        if sk["ballast_p99_over_peer"]:
+            print(f"  z={sk['z']:g} Ballast p99 ÷ peer p99 (paced): {sk['ballast_p99_over_peer']} "
+                  f"(median {sk['ballast_p99_over_peer_median']})")  # fmt: skip

@@ -1,5 +1,5 @@
 """``reduce-skew.png``: records/s per contender and skew (each seed a dot), Ballast ÷ the best
-peer per seed, and CPU µs per record.
+peer per seed, CPU µs per record, and the paced runs' latency p50 and p99.
 
 Why from the report alone: a JSON of an earlier run can be drawn again without running anything.
 """
@@ -28,7 +28,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
     skews = report["skews"]
     contenders = list(dict.fromkeys(c for sk in skews for c in sk["contenders"]))
-    fig, axs = plt.subplots(1, 3, figsize=(17, 4.8))
+    fig, axs = plt.subplots(1, 4, figsize=(22, 4.8))
     width = 0.8 / max(1, len(contenders))
     for j, c in enumerate(contenders):
         for i, sk in enumerate(skews):
@@ -59,6 +59,21 @@ def plot(report: dict[str, Any], path: Path) -> None:
     axs[1].set_ylabel("Ballast ÷ best peer (per seed; line: median)")
     axs[1].legend(fontsize=8)
     axs[2].set_ylabel("CPU µs per record (all processes)")
+    paced = list(dict.fromkeys(c for sk in skews for c in sk.get("paced", {})))
+    pw = 0.8 / max(1, len(paced))
+    for j, c in enumerate(paced):
+        for i, sk in enumerate(skews):
+            row = sk.get("paced", {}).get(c)
+            if row is None:
+                continue
+            x = i + (j - (len(paced) - 1) / 2) * pw
+            axs[3].bar(x, row["latency_p99_ms_median"] / 1000, pw, color=COLORS.get(c),
+                       label=row["label"] if i == 0 else None)  # fmt: skip
+            axs[3].plot([x - pw / 3, x + pw / 3], [row["latency_p50_ms_median"] / 1000] * 2, "k-")
+    axs[3].set_xticks(range(len(skews)), ticks)
+    axs[3].set_ylabel("latency at a fixed rate, s (bar p99, line p50)")
+    if paced:
+        axs[3].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

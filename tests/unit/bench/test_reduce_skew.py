@@ -56,21 +56,14 @@ def test_ballast_is_paired_with_the_best_peer_of_each_seed() -> None:
     assert s["busiest_share_bound"] == s["hottest_key_share"] > 0.125  # the hot key, not 1/8 workers
 
 
-def test_the_busiest_share_counts_the_steps_within_each_steady_batch() -> None:
+def test_the_busiest_share_is_read_from_the_offsets_each_steady_batch_read() -> None:
     batches = [
-        {"id": 0, "rows": 100, "start_ms": 0, "duration_ms": 1000},  # warm-up: left out
-        {"id": 1, "rows": 100, "start_ms": 5000, "duration_ms": 1000},
-        {"id": 2, "rows": 40, "start_ms": 9000, "duration_ms": 1000},  # under the cap: left out
+        {"id": 0, "rows": 100, "end_offsets": [100, 0, 0]},  # warm-up: left out
+        {"id": 1, "rows": 100, "end_offsets": [160, 20, 20]},
+        {"id": 2, "rows": 40, "end_offsets": [160, 60, 20]},  # under the cap: left out
+        {"id": 3, "rows": 100, "end_offsets": [185, 110, 45]},
     ]
-    workers = [
-        {"at_ms": 500, "worker": 0, "records": 100},
-        {"at_ms": 5500, "worker": 0, "records": 60},
-        {"at_ms": 5600, "worker": 1, "records": 20},
-        {"at_ms": 5700, "worker": 2, "records": 20},
-        {"at_ms": 9500, "worker": 1, "records": 40},
-    ]
-    r = Run("ballast", "b", 0, "j", 0.0, batches, workers)
-    assert busiest_shares(r, warmup=1, cap=100) == [0.6]
+    assert busiest_shares(batches, warmup=1, cap=100) == [0.6, 0.5]
 
 
 def test_the_peer_reads_a_keys_rows_in_offset_order_without_the_late_ones() -> None:
@@ -103,4 +96,3 @@ def test_a_step_at_the_end_of_a_batch_counts_in_that_batch_only() -> None:
     ]
     r = Run("ballast", "b", 0, "j", 0.0, batches, workers)
     assert [sum(w["records"] for w in batch_steps(r, b)) for b in batches] == [100, 100, 100]
-    assert busiest_shares(r, warmup=0, cap=100) == [0.5, 0.5, 0.5]

@@ -1,0 +1,140 @@
+"""Paced: a contender fed live at a fixed rate, and each record's latency to the batch that read it.
+
+Why live and not a backlog read at a capped rate: with ``maxOffsetsPerTrigger`` = rate x trigger,
+a contender that fell behind once (its first batches, the JIT) could never catch up, since it
+may not read more than the rate; and a capped read of a backlog splits each batch across the
+partitions by their whole backlog, not by what arrived lately. Here the events go into the input
+of a deployment of the run's own at ``rate`` while the router routes them and the contender reads
+them, as in production; every contender of a comparison gets the same events at the same rate.
+
+Latency of a routed record = the end of the micro-batch that read it (its ``triggerExecution``
+end: the batch's outputs are written by then) - the record's routed timestamp (the router's
+produce time; the record becomes readable at its transaction's commit, which the latency then
+includes). It leaves out what every contender waits for alike (the window's end, the watermark
+delay). Records routed in the first ``warm_s`` seconds are left out (start-up, the JIT).
+Whether the contender kept up shows in ``drift_ms``: the p50 of the last quarter of the measured
+records minus that of the first quarter (near 0 when it kept up; growing with the run when not).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ballast.harness.events import Events
+from ballast.harness.pipeline import Pipeline
+from ballast.kafka.configuration import KafkaConfig
+from ballast.kafka.follow import TopicFollower
+from ballast.kafka.topics import TopicLayout
+from bench.reduce.backlog import Backlog, encoded
+from bench.reduce.figures import pct
+from bench.reduce.params import INPUT_PARTITIONS, WAIT_S, WORKERS, log
+
+UNKNOWN_END = 2**62  # a routed partition's end before the feed has routed everything
+
+
+@dataclass
+class PacedBacklog(Backlog):
+    """A deployment whose routed topic fills while its contender runs; ``ends`` is known once the
+    feed has routed every event (a run is over only after that)."""
+
+    rate: float = 0.0
+    feed: threading.Thread | None = None
+    failed: list[BaseException] = field(default_factory=list)
+
+    @property
+    def offsets(self) -> int:
+        known = sum(self.ends.values())
+        return self.records if known >= UNKNOWN_END else known
+
+    def wait_fed(self) -> None:
+        if self.feed is not None:
+            self.feed.join(WAIT_S)
+        if self.failed:
+            raise RuntimeError(f"{self.name}: the paced feed failed") from self.failed[0]
+
+
+def start_paced(kafka: KafkaConfig, workdir: Path, name: str, events: Events, rate: float) -> PacedBacklog:
+    """A deployment ``bench-<name>`` with its router running and ``events`` going into its input at
+    ``rate`` events/s from a thread; its ``ends`` are set once the router has routed them all."""
+    layout = TopicLayout(prefix=f"bench-{name}", workers=WORKERS, input_partitions=INPUT_PARTITIONS)
+    pipe = Pipeline(kafka, layout, workdir / f"pipeline-{name}", issuer="bench-reduce")
+    pipe.start(pipe.router(f"{layout.prefix}-router", name="router", exactly_once=True, log_level="warning"))
+    backlog = PacedBacklog(name, pipe, events, dict.fromkeys(range(WORKERS), UNKNOWN_END), 0.0, rate=rate)
+    n = int(events.ids.size)
+
+    def feed() -> None:
+        try:
+            # a send every 50 ms: the rate holds within a trigger interval
+            pipe.produce_raw(encoded(events), rate=rate, step=max(1, int(rate / 20)))
+            pipe.wait_routed(n, WAIT_S)
+            backlog.ends = pipe.routed_ends()
+        except BaseException as exc:  # handed to the caller by wait_fed
+            backlog.failed.append(exc)
+
+    log(f"{name}: feeding {n:,} events to {layout.name('input')} at {rate:,.0f}/s")
+    backlog.feed = threading.Thread(target=feed, name=f"feed-{name}", daemon=True)
+    backlog.feed.start()
+    return backlog
+
+
+def routed_stamps(pipe: Pipeline) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per routed partition: the offsets of its records, in order, and their timestamps (ms)."""
+    with TopicFollower(pipe.kafka, pipe.layout.name("routed")) as f:
+        messages = f.read_to_end(300)
+    per: dict[int, list[tuple[int, int]]] = {}
+    for m in messages:
+        per.setdefault(m.partition(), []).append((m.offset(), m.timestamp()[1]))
+    out = {}
+    for p, pairs in per.items():
+        pairs.sort()
+        a = np.array(pairs, dtype=np.int64)
+        out[p] = (a[:, 0], a[:, 1])
+    return out
+
+
+def record_latencies(
+    batches: list[dict], stamps: dict[int, tuple[np.ndarray, np.ndarray]], from_ms: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each record routed at or after ``from_ms`` and read by one of ``batches`` (in order, each
+    with ``end_offsets`` per partition): its routed time and its latency (ms), by routed time."""
+    times, lats = [], []
+    before: dict[int, int] = {}
+    for b in sorted(batches, key=lambda b: b["id"]):
+        end_ms = b["start_ms"] + b["duration_ms"]
+        for p, hi in enumerate(b["end_offsets"]):
+            lo = before.get(p, 0)
+            before[p] = max(lo, hi)
+            if p not in stamps or hi <= lo:
+                continue
+            offsets, ts = stamps[p]
+            i, j = np.searchsorted(offsets, [lo, hi])
+            t = ts[i:j]
+            t = t[t >= from_ms]
+            times.append(t)
+            lats.append(end_ms - t)
+    if not times:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    t, lat = np.concatenate(times), np.concatenate(lats)
+    order = np.argsort(t, kind="stable")
+    return t[order], lat[order]
+
+
+def latency_summary(lats: np.ndarray) -> dict[str, Any]:
+    """p50, p99 and max of the latencies (in routed order), and their drift over the run."""
+    if lats.size == 0:
+        return {"records": 0, "latency_p50_ms": None, "latency_p99_ms": None, "latency_max_ms": None,
+                "drift_ms": None}  # fmt: skip
+    q = max(1, lats.size // 4)
+    values = lats.tolist()
+    return {
+        "records": int(lats.size),
+        "latency_p50_ms": round(pct(values, 50)),
+        "latency_p99_ms": round(pct(values, 99)),
+        "latency_max_ms": int(lats.max()),
+        "drift_ms": round(pct(values[-q:], 50) - pct(values[:q], 50)),
+    }
