@@ -58,12 +58,27 @@ class PacedBacklog(Backlog):
             raise RuntimeError(f"{self.name}: the paced feed failed") from self.failed[0]
 
 
-def start_paced(kafka: KafkaConfig, workdir: Path, name: str, events: Events, rate: float) -> PacedBacklog:
+def start_paced(
+    kafka: KafkaConfig,
+    workdir: Path,
+    name: str,
+    events: Events,
+    rate: float,
+    routing: dict[str, Any] | None = None,
+) -> PacedBacklog:
     """A deployment ``bench-<name>`` with its router running and ``events`` going into its input at
-    ``rate`` events/s from a thread; its ``ends`` are set once the router has routed them all."""
+    ``rate`` events/s from a thread; its ``ends`` are set once the router has routed them all.
+    ``routing``: the settings of a controller whose loop sends routing updates from the router's
+    statistics (``ballast controller run``), started with the router; none: hash only."""
     layout = TopicLayout(prefix=f"bench-{name}", workers=WORKERS, input_partitions=INPUT_PARTITIONS)
     pipe = Pipeline(kafka, layout, workdir / f"pipeline-{name}", issuer="bench-reduce")
-    pipe.start(pipe.router(f"{layout.prefix}-router", name="router", exactly_once=True, log_level="warning"))
+    stats = {"stats_interval_s": 1, "heavy_hitters_top": routing.pop("heavy_hitters_top")} if routing else {}
+    router = pipe.router(
+        f"{layout.prefix}-router", name="router", exactly_once=True, log_level="warning", **stats
+    )
+    pipe.start(router)
+    if routing:
+        pipe.start(pipe.controller("controller", name="controller", log_level="warning", **routing))
     backlog = PacedBacklog(name, pipe, events, dict.fromkeys(range(WORKERS), UNKNOWN_END), 0.0, rate=rate)
     n = int(events.ids.size)
 

@@ -86,6 +86,7 @@ class Params:
     sk_paced_fraction: float = 0.8
     sk_paced_contenders: str = "ballast,best"  # best: the best peer of the same seed's drained runs
     sk_paced_warm_s: float = 60.0  # records routed in the first seconds left out (start-up, JIT)
+    sk_routing_interval_s: float = 5.0  # ballast-routed: the controller interval (theta, heavy_hitters above)
     sk_paced_from: str = ""  # an earlier report of the part: its drained runs, completed by paced ones
 
     @property

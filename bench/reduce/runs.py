@@ -47,6 +47,8 @@ from spark_jobs.query_progress import iso_ms
 
 CONTENDERS = {
     "ballast": "Ballast aggregate (hash only, RocksDB)",
+    # paced runs only (its router routes live): the controller's loop moves hot keys as they drift
+    "ballast-routed": "Ballast aggregate + routing updates (controller loop)",
     "native-rocksdb": "native, RocksDB state store",
     "native-hdfs": "native, Spark's default store",
     "partition-stage": "prototype: per-partition stage, no state operator",
@@ -67,6 +69,7 @@ MODULES = {  # the rest: bench.reduce.native
     "partition-stage": "bench.reduce.partition_stage",
     **dict.fromkeys(PEERS, "bench.reduce.peer"),
 }
+BALLAST = ("ballast", "ballast-routed")  # contenders that are Ballast's reduce job
 STAGE_LOG = "stage.jsonl"
 SETTLE_S = 15.0  # after the last data batch: how long to wait for the batch that closes the last windows
 
@@ -193,7 +196,7 @@ class _Process:
         cost: dict[str, Any] = {}
         if s.record_cost_us:
             cost = {"record_cost_us": s.record_cost_us, "record_cost_kind": s.record_cost_kind}
-        if contender == "ballast":
+        if contender in BALLAST:
             command = self.pipe.reduce(
                 job,
                 s.processor,
@@ -302,7 +305,7 @@ def run(
         stage_watermarks(rows, folder / STAGE_LOG)
     first = rows[0]["start_ms"] if rows else started_ms
     r = Run(contender, backlog.name, rnd, job, (first - started_ms) / 1000, rows, wall_s=wall)
-    if contender == "ballast":
+    if contender in BALLAST:
         r.workers = worker_rows(backlog.pipe, job)
     if results:
         r.results, r.output_records = read_results(backlog.pipe, out_start, job)

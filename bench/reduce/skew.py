@@ -46,7 +46,7 @@ from bench.reduce.check import equal
 from bench.reduce.figures import pct
 from bench.reduce.paced import latency_summary, record_latencies, routed_stamps, start_paced
 from bench.reduce.params import PER_MS, WORKERS, Params, log
-from bench.reduce.runs import CONTENDERS, PEERS, run
+from bench.reduce.runs import BALLAST, CONTENDERS, PEERS, run
 from bench.reduce.throughput import (
     check_run,
     rounds_order,
@@ -122,7 +122,8 @@ def run_seed(
     if "paced" in modes(params):
         rate, paced = paced_plan(params, out or earlier or [])
         for contender in rounds_order(paced, seed_index):
-            backlog = start_paced(kafka, workdir, f"{name}-{contender}", events, rate)
+            routing = routing_settings(params) if contender == "ballast-routed" else None
+            backlog = start_paced(kafka, workdir, f"{name}-{contender}", events, rate, routing)
             try:
                 r = run(contender, backlog, seed_index, s, workdir)
                 backlog.wait_fed()
@@ -142,6 +143,23 @@ def run_seed(
                 f"drift {summary['drift_ms']} ms, check {verdict} ({time.monotonic() - started:.0f} s)"
             )
     return out
+
+
+def routing_settings(params: Params) -> dict[str, Any]:
+    """The controller loop of the ``ballast-routed`` contender, as the demo runs it: a plan once
+    max/mean worker load stays over 1 + theta for 2 intervals, sent at once."""
+    return {
+        "heavy_hitters_top": params.heavy_hitters,
+        "interval_s": params.sk_routing_interval_s,
+        "theta": params.theta,
+        "plan_theta": round(params.theta / 3, 4),
+        "pricing": "records",
+        "consecutive": 2,
+        "min_gap": 1,
+        "forecast": False,
+        "pacing": "all-at-once",
+        "step_timeout_s": 60,
+    }
 
 
 def modes(params: Params) -> list[str]:
@@ -243,9 +261,12 @@ def paced_summary(paced: list[dict[str, Any]]) -> dict[str, Any]:
     for seed in dict.fromkeys(r["seed"] for r in paced):
         p99 = {r["contender"]: r["latency_p99_ms"] for r in paced if r["seed"] == seed and r["records"]}
         peers = [c for c in p99 if c in PEERS]
-        if "ballast" in p99 and peers and p99[peers[0]]:
-            ratios.append({"seed": seed, "peer": peers[0], "ratio": round(p99["ballast"] / p99[peers[0]], 3)})
-    median = round(statistics.median(r["ratio"] for r in ratios), 3) if ratios else None
+        for subject in (c for c in BALLAST if c in p99):
+            if peers and p99[peers[0]]:
+                ratio = round(p99[subject] / p99[peers[0]], 3)
+                ratios.append({"seed": seed, "subject": subject, "peer": peers[0], "ratio": ratio})
+    plain = [r["ratio"] for r in ratios if r["subject"] == "ballast"]
+    median = round(statistics.median(plain), 3) if plain else None
     return {"paced": rows, "ballast_p99_over_peer": ratios, "ballast_p99_over_peer_median": median}
 
 
@@ -273,7 +294,8 @@ def earlier_runs(params: Params) -> list[dict[str, Any]]:
 def run_skew(params: Params, kafka: KafkaConfig, workdir: Path, started: float) -> dict[str, Any]:
     """The skew part: every skew, every seed, the report."""
     zs = [float(z) for z in params.sk_zipfs.split(",") if z]
-    contenders(params.sk_contenders)
+    if "ballast-routed" in contenders(params.sk_contenders):
+        raise ValueError("ballast-routed runs paced only (--sk-paced-contenders): a backlog is routed once")
     drained = earlier_runs(params)
     if "drain" not in modes(params) and not drained:
         paced_plan(params, [])  # a paced-only run names its rate and contenders, or an earlier report

@@ -11,6 +11,7 @@ from typing import Any
 
 COLORS = {
     "ballast": "tab:blue",
+    "ballast-routed": "tab:cyan",
     "peer-1s": "tab:red",
     "peer-4s": "tab:orange",
     "peer-8s": "tab:brown",

@@ -84,6 +84,13 @@ def test_the_paced_summary_pairs_ballast_with_the_peer_of_its_seed() -> None:
     s = paced_summary([paced("ballast", 1, 3000), paced("peer-1s", 1, 6000), paced("ballast", 2, 4000),
                        paced("peer-4s", 2, 5000)])  # fmt: skip
     assert [r["ratio"] for r in s["ballast_p99_over_peer"]] == [0.5, 0.8]
+    three = [paced("ballast-routed", 1, 9000), paced("ballast", 1, 3000), paced("peer-1s", 1, 6000)]
+    routed = paced_summary(three)
+    assert [(r["subject"], r["ratio"]) for r in routed["ballast_p99_over_peer"]] == [
+        ("ballast", 0.5),
+        ("ballast-routed", 1.5),
+    ]
+    assert routed["ballast_p99_over_peer_median"] == 0.5
     assert s["ballast_p99_over_peer_median"] == 0.65
     assert s["paced"]["ballast"]["latency_p99_ms_median"] == 3500
 
