@@ -84,7 +84,7 @@ class Params:
     sk_modes: str = "drain,paced"
     sk_paced_rate: float = 0.0  # events/s; 0: sk_paced_fraction x the best peer's drained rate (same seed)
     sk_paced_fraction: float = 0.8
-    sk_paced_contenders: str = "ballast,best"  # best: the best peer of the same seed's drained runs
+    sk_paced_contenders: str = "ballast,ballast-routed,best"  # best: the best peer of the seed (drained)
     sk_paced_warm_s: float = 60.0  # records routed in the first seconds left out (start-up, JIT)
     sk_routing_interval_s: float = 5.0  # ballast-routed: the controller interval (theta, heavy_hitters above)
     sk_paced_from: str = ""  # an earlier report of the part: its drained runs, completed by paced ones
