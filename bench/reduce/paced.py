@@ -11,7 +11,9 @@ Latency of a routed record = the end of the micro-batch that read it (its ``trig
 end: the batch's outputs are written by then) - the record's routed timestamp (the router's
 produce time; the record becomes readable at its transaction's commit, which the latency then
 includes). It leaves out what every contender waits for alike (the window's end, the watermark
-delay). Records routed in the first ``warm_s`` seconds are left out (start-up, the JIT).
+delay). The feed begins with a few events at once and goes on at the rate only once the contender
+has run its first batch, so no contender starts behind; records routed in the first ``warm_s``
+seconds of the paced feed are left out (the JIT).
 Whether the contender kept up shows in ``drift_ms``: the p50 of the last quarter of the measured
 records minus that of the first quarter (near 0 when it kept up; growing with the run when not).
 """
@@ -19,7 +21,9 @@ records minus that of the first quarter (near 0 when it kept up; growing with th
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
+from itertools import islice, takewhile
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +39,7 @@ from bench.reduce.figures import pct
 from bench.reduce.params import INPUT_PARTITIONS, WAIT_S, WORKERS, log
 
 UNKNOWN_END = 2**62  # a routed partition's end before the feed has routed everything
+PRIME = 1_000  # events fed at once before the paced feed, to see the contender up
 
 
 @dataclass
@@ -45,11 +50,28 @@ class PacedBacklog(Backlog):
     rate: float = 0.0
     feed: threading.Thread | None = None
     failed: list[BaseException] = field(default_factory=list)
+    ready: threading.Event = field(default_factory=threading.Event)  # the contender ran a batch
+    paced_from_ms: int = 0  # when the paced feed began (after the priming events)
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+    def observe(self, batches: dict[int, Any]) -> None:
+        """Told of the contender's batches so far (:func:`bench.reduce.runs.run`): the first one
+        means it is up, and the paced feed may begin."""
+        if batches:
+            self.ready.set()
 
     @property
     def offsets(self) -> int:
         known = sum(self.ends.values())
         return self.records if known >= UNKNOWN_END else known
+
+    def close(self) -> None:
+        """The feed stopped (at its next record, however far it got), then the deployment."""
+        self.stopping.set()
+        self.ready.set()
+        if self.feed is not None:
+            self.feed.join(30)
+        super().close()
 
     def wait_fed(self) -> None:
         if self.feed is not None:
@@ -84,8 +106,17 @@ def start_paced(
 
     def feed() -> None:
         try:
+            records = takewhile(lambda _: not backlog.stopping.is_set(), encoded(events))
+            # a few events first, at once: the feed waits for the contender's first batch, so its
+            # start-up (20 s and more) does not leave a backlog that the paced part begins behind
+            pipe.produce_raw(islice(records, PRIME))
+            if not backlog.ready.wait(WAIT_S):
+                raise TimeoutError(f"{name}: the contender ran no batch in {WAIT_S:.0f} s")
+            if backlog.stopping.is_set():
+                return
+            backlog.paced_from_ms = int(time.time() * 1000)
             # a send every 50 ms: the rate holds within a trigger interval
-            pipe.produce_raw(encoded(events), rate=rate, step=max(1, int(rate / 20)))
+            pipe.produce_raw(records, rate=rate, step=max(1, int(rate / 20)))
             pipe.wait_routed(n, WAIT_S)
             backlog.ends = pipe.routed_ends()
         except BaseException as exc:  # handed to the caller by wait_fed

@@ -345,9 +345,12 @@ def _wait_done(proc: _Process, backlog: Backlog, job: str, *, closing_batch: boo
     started = last = time.monotonic()
     covered_at: float | None = None
     covering = -1
+    observe = getattr(backlog, "observe", None)  # a backlog that fills as the run goes (paced)
     while True:
         proc.check()
         seen = progress_batches(proc.progress_path)
+        if observe is not None:
+            observe(seen)
         if covered_at is None:
             for bid, p in sorted(seen.items()):
                 b = of_spark(p, topic, WORKERS)

@@ -128,8 +128,8 @@ def run_seed(
                 r = run(contender, backlog, seed_index, s, workdir)
                 backlog.wait_fed()
                 stamps = routed_stamps(backlog.pipe)
-                first = min((int(ts[0]) for _, ts in stamps.values() if ts.size), default=0)
-                _, lats = record_latencies(r.batches, stamps, first + int(params.sk_paced_warm_s * 1000))
+                warm_until = backlog.paced_from_ms + int(params.sk_paced_warm_s * 1000)
+                _, lats = record_latencies(r.batches, stamps, warm_until)
                 summary = {"contender": contender, "mode": "paced", "z": z, "seed": seed, "rate": rate,
                            **latency_summary(lats), "check": check_run(r, backlog, ref, window),
                            "batches_kept": [slim(b) for b in r.batches]}  # fmt: skip
