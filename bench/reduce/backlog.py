@@ -144,10 +144,11 @@ def encoded(events: Events) -> Iterator[tuple[bytes, bytes]]:
             yield k, INPUT_HEADER + body
 
 
-def fill(kafka: KafkaConfig, workdir: Path, name: str, events: Events) -> Backlog:
-    """A deployment ``bench-<name>``; ``events`` produced to its input and routed by one router
-    process (hash only, exactly-once), which is stopped once it has routed them all."""
-    layout = TopicLayout(prefix=f"bench-{name}", workers=WORKERS, input_partitions=INPUT_PARTITIONS)
+def fill(kafka: KafkaConfig, workdir: Path, name: str, events: Events, workers: int = WORKERS) -> Backlog:
+    """A deployment ``bench-<name>`` of ``workers`` routed partitions; ``events`` produced to its
+    input and routed by one router process (hash only, exactly-once), which is stopped once it has
+    routed them all."""
+    layout = TopicLayout(prefix=f"bench-{name}", workers=workers, input_partitions=INPUT_PARTITIONS)
     pipe = Pipeline(kafka, layout, workdir / f"pipeline-{name}", issuer="bench-reduce")
     started = time.monotonic()
     router = pipe.router(f"{layout.prefix}-router", name="router", exactly_once=True, log_level="warning")

@@ -87,12 +87,13 @@ def start_paced(
     events: Events,
     rate: float,
     routing: dict[str, Any] | None = None,
+    workers: int = WORKERS,
 ) -> PacedBacklog:
     """A deployment ``bench-<name>`` with its router running and ``events`` going into its input at
     ``rate`` events/s from a thread; its ``ends`` are set once the router has routed them all.
     ``routing``: the settings of a controller whose loop sends routing updates from the router's
     statistics (``ballast controller run``), started with the router; none: hash only."""
-    layout = TopicLayout(prefix=f"bench-{name}", workers=WORKERS, input_partitions=INPUT_PARTITIONS)
+    layout = TopicLayout(prefix=f"bench-{name}", workers=workers, input_partitions=INPUT_PARTITIONS)
     pipe = Pipeline(kafka, layout, workdir / f"pipeline-{name}", issuer="bench-reduce")
     stats = {"stats_interval_s": 1, "heavy_hitters_top": routing.pop("heavy_hitters_top")} if routing else {}
     router = pipe.router(
@@ -101,7 +102,7 @@ def start_paced(
     pipe.start(router)
     if routing:
         pipe.start(pipe.controller("controller", name="controller", log_level="warning", **routing))
-    backlog = PacedBacklog(name, pipe, events, dict.fromkeys(range(WORKERS), UNKNOWN_END), 0.0, rate=rate)
+    backlog = PacedBacklog(name, pipe, events, dict.fromkeys(range(workers), UNKNOWN_END), 0.0, rate=rate)
     n = int(events.ids.size)
 
     def feed() -> None:

@@ -78,7 +78,7 @@ class Params:
     # left out: the JVM compiles Spark's code (C2) for the first ~10 batches of 10,000 records; its
     # CPU per batch falls from 6.5 to 2.5 s over them, and Ballast's batch from 5.1 to 3.0 s
     sk_warmup_batches: int = 10
-    sk_contenders: str = "ballast,peer-1s,peer-4s,peer-8s,apply-1s,apply-4s,apply-8s"
+    sk_contenders: str = "ballast,ballast-2w,peer-1s,peer-4s,peer-8s,apply-1s,apply-4s,apply-8s"
     # drain: the sustainable rate, each contender draining the backlog at the cap; paced: latency
     # per record at a fixed rate, each contender fed live (bench.reduce.paced)
     sk_modes: str = "drain,paced"
@@ -87,7 +87,9 @@ class Params:
     sk_paced_contenders: str = "ballast,ballast-routed,best"  # best: the best peer of the seed (drained)
     sk_paced_warm_s: float = 60.0  # records routed in the first seconds left out (start-up, JIT)
     sk_routing_interval_s: float = 5.0  # ballast-routed: the controller interval (theta, heavy_hitters above)
-    sk_paced_from: str = ""  # an earlier report of the part: its drained runs, completed by paced ones
+    # an earlier report of the part: its runs kept, this run's added (a contender's runs of a mode
+    # that runs again are replaced); the backlogs must be the same
+    sk_from: str = ""
 
     @property
     def trigger(self) -> str:

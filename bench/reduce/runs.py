@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -47,6 +48,7 @@ from spark_jobs.query_progress import iso_ms
 
 CONTENDERS = {
     "ballast": "Ballast aggregate (hash only, RocksDB)",
+    "ballast-2w": "Ballast aggregate (hash only, 2 workers)",
     # paced runs only (its router routes live): the controller's loop moves hot keys as they drift
     "ballast-routed": "Ballast aggregate + routing updates (controller loop)",
     "native-rocksdb": "native, RocksDB state store",
@@ -69,9 +71,16 @@ MODULES = {  # the rest: bench.reduce.native
     "partition-stage": "bench.reduce.partition_stage",
     **dict.fromkeys(PEERS, "bench.reduce.peer"),
 }
-BALLAST = ("ballast", "ballast-routed")  # contenders that are Ballast's reduce job
+BALLAST = ("ballast", "ballast-2w", "ballast-routed")  # contenders that are Ballast's reduce job
 STAGE_LOG = "stage.jsonl"
 SETTLE_S = 15.0  # after the last data batch: how long to wait for the batch that closes the last windows
+
+
+def workers_of(contender: str) -> int:
+    """The routed partitions (= Ballast's workers) of the backlog a contender reads: ``ballast-<N>w``
+    N, every other the benchmark's 8 (the peers shuffle by key whatever the routed partitions)."""
+    m = re.fullmatch(r"ballast-(\d+)w", contender)
+    return int(m.group(1)) if m else WORKERS
 
 
 @dataclass(frozen=True)

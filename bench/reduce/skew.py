@@ -4,9 +4,10 @@ The question: for per-key work that Spark cannot pre-aggregate, is Ballast faste
 a Spark expert writes, given the same task slots? The peers are ``groupBy(key)`` with
 ``transformWithStateInPandas`` or ``applyInPandasWithState`` (:mod:`bench.reduce.peer`) at P = S,
 4S and 8S shuffle partitions (over-partitioning is Spark's own skew remedy), Ballast the reduce
-job, hash only (its 8 routed partitions = 8 workers, so 8 tasks on the same S slots). Each runs
-the same processor with the
-same simulated cost per record (``--sk-cost-kind cpu``: a spin on the task thread's CPU clock,
+job, hash only, with 8 workers (8 routed partitions, so 8 tasks on the same S slots) and with
+S = 2 (``ballast-2w``, a backlog routed into 2 partitions): Ballast's configurations are
+compared as Spark's are, the best of each. Each runs the same processor with the same simulated
+cost per record (``--sk-cost-kind cpu``: a spin on the task thread's CPU clock,
 standing for per-key computation; ``sleep`` stands for blocking I/O).
 
 Per skew (Zipf z) and seed, one backlog (:func:`bench.reduce.backlog.drifting_events`: the hot
@@ -19,15 +20,17 @@ over them. Ratios, per skew: Ballast ÷ the best peer of the same seed, and thei
 seeds. For Ballast, the busiest worker's share of a batch's records against the bound
 max(1/workers, the hottest key's share): the part of a batch no placement can spread.
 
-Then *paced* (:mod:`bench.reduce.paced`): Ballast and the best peer of the seed, each fed the same
+Then *paced* (:mod:`bench.reduce.paced`): Ballast, Ballast with routing updates
+(``ballast-routed``) and the best peer of the seed, each fed the same
 events live at one rate (80 % of that peer's drained rate), each record's latency to the end of
 the batch that read it; Ballast's p99 ÷ the peer's. A drained backlog is gentler than a live
 stream in one way the paced runs are not: Spark's Kafka source splits a capped batch across the
 partitions by their whole backlog, so every batch carries each worker's average share, not the
 current phase's.
 
-Not here yet: Ballast with routing updates on the drifting hot set, and the Ballast engine on
-Spark's hash.
+``--sk-from`` keeps the runs of an earlier report of the same backlogs and adds this run's (a
+contender's runs of a mode that runs again are replaced), so a part can be completed without
+running it all again. Not here yet: the Ballast engine on Spark's hash.
 """
 
 from __future__ import annotations
@@ -41,12 +44,12 @@ from typing import Any
 
 from ballast.kafka.configuration import KafkaConfig
 from ballast.workload import zipf_probabilities
-from bench.reduce.backlog import default_start_ms, drifting_events, fill, reference
+from bench.reduce.backlog import Backlog, default_start_ms, drifting_events, fill, reference
 from bench.reduce.check import equal
 from bench.reduce.figures import pct
 from bench.reduce.paced import latency_summary, record_latencies, routed_stamps, start_paced
 from bench.reduce.params import PER_MS, WORKERS, Params, log
-from bench.reduce.runs import BALLAST, CONTENDERS, PEERS, run
+from bench.reduce.runs import BALLAST, CONTENDERS, PEERS, run, workers_of
 from bench.reduce.throughput import (
     check_run,
     rounds_order,
@@ -83,7 +86,7 @@ def run_seed(
 ) -> list[dict[str, Any]]:
     """Every contender once on the backlog of one (z, seed) (drain), then Ballast and the best
     peer fed the same events live at one fixed rate (paced); ``earlier``: this (z, seed)'s drained
-    runs of an earlier report, for a paced-only run."""
+    runs of an earlier report (the paced rate may come from its peers)."""
     window = params.tp_window_ms
     seed = params.seed + 1000 * seed_index
     events = drifting_events(
@@ -98,14 +101,18 @@ def run_seed(
     name = f"sk-z{z:g}-s{seed_index}".replace(".", "_")
     out: list[dict[str, Any]] = []
     if "drain" in modes(params):
-        backlog = fill(kafka, workdir, name, events)
+        chosen = contenders(params.sk_contenders)
+        backlogs: dict[int, Backlog] = {}
         try:
-            for contender in rounds_order(contenders(params.sk_contenders), seed_index):
+            for w in sorted({workers_of(c) for c in chosen}, reverse=True):
+                backlogs[w] = fill(kafka, workdir, name if w == WORKERS else f"{name}-w{w}", events, w)
+            for contender in rounds_order(chosen, seed_index):
+                backlog = backlogs[workers_of(contender)]
                 r = run(contender, backlog, seed_index, s, workdir)
                 summary = summarize_run(r, params.sk_warmup_batches, params.sk_cap)
                 summary["mode"], summary["z"], summary["seed"] = "drain", z, seed
                 summary["check"] = check_run(r, backlog, ref, window)
-                if contender == "ballast":
+                if contender in BALLAST:
                     shares = busiest_shares(r.batches, params.sk_warmup_batches, params.sk_cap)
                     summary["busiest_worker_share_p50"] = round(pct(shares, 50), 3) if shares else None
                 summary["batches_kept"] = [slim(b) for b in r.batches]
@@ -118,12 +125,16 @@ def run_seed(
                     f"({time.monotonic() - started:.0f} s)"
                 )
         finally:
-            backlog.close()
+            for backlog in backlogs.values():
+                backlog.close()
     if "paced" in modes(params):
-        rate, paced = paced_plan(params, out or earlier or [])
+        fresh = {r["contender"] for r in out}
+        rate, paced = paced_plan(params, out + [r for r in earlier or [] if r["contender"] not in fresh])
         for contender in rounds_order(paced, seed_index):
             routing = routing_settings(params) if contender == "ballast-routed" else None
-            backlog = start_paced(kafka, workdir, f"{name}-{contender}", events, rate, routing)
+            backlog = start_paced(
+                kafka, workdir, f"{name}-{contender}", events, rate, routing, workers_of(contender)
+            )
             try:
                 r = run(contender, backlog, seed_index, s, workdir)
                 backlog.wait_fed()
@@ -213,26 +224,37 @@ def skew_summary(z: float, runs: list[dict[str, Any]], cores: int, keys: int) ->
             "cpu_us_per_record_median": round(statistics.median(cpu), 1) if cpu else None,
             "checks_ok": all(equal(r["check"]) for r in mine),
         }
-        shares = [r["busiest_worker_share_p50"] for r in mine if r.get("busiest_worker_share_p50")]
-        if shares:
-            rows[contender]["busiest_worker_share_median"] = round(statistics.median(shares), 3)
-    ratios = []
+        hottest = float(zipf_probabilities(keys, z)[0]) if z > 0 else 1.0 / keys
+        if contender in BALLAST:
+            shares = [r["busiest_worker_share_p50"] for r in mine if r.get("busiest_worker_share_p50")]
+            rows[contender]["workers"] = workers_of(contender)
+            rows[contender]["busiest_share_bound"] = round(max(1.0 / workers_of(contender), hottest), 4)
+            if shares:
+                rows[contender]["busiest_worker_share_median"] = round(statistics.median(shares), 3)
+    ratios, best_of_ballast = [], []
     for seed in dict.fromkeys(r["seed"] for r in runs):
         of_seed = {r["contender"]: r["records_per_s"] for r in runs if r["seed"] == seed}
         peers = {c: v for c, v in of_seed.items() if c in PEERS}
-        if "ballast" in of_seed and peers and max(peers.values()) > 0:
-            best = max(peers, key=peers.__getitem__)
-            ratios.append(
-                {"seed": seed, "best_peer": best, "ratio": round(of_seed["ballast"] / peers[best], 3)}
-            )
+        if not peers or max(peers.values()) <= 0:
+            continue
+        best = max(peers, key=peers.__getitem__)
+        mine = {c: v for c, v in of_seed.items() if c in BALLAST}
+        for subject, rate in mine.items():
+            ratio = round(rate / peers[best], 3)
+            ratios.append({"seed": seed, "subject": subject, "best_peer": best, "ratio": ratio})
+        if mine:
+            best_of_ballast.append(round(max(mine.values()) / peers[best], 3))
     hottest = float(zipf_probabilities(keys, z)[0]) if z > 0 else 1.0 / keys
+    plain = [r["ratio"] for r in ratios if r["subject"] == "ballast"]
     return {
         "z": z,
         "contenders": rows,
         **paced_summary(paced),
         "ballast_over_best_peer": ratios,
-        "ballast_over_best_peer_median": (
-            round(statistics.median(r["ratio"] for r in ratios), 3) if ratios else None
+        "ballast_over_best_peer_median": round(statistics.median(plain), 3) if plain else None,
+        # Ballast's best configuration of the seed against the peers' best, as the peers are chosen
+        "best_ballast_over_best_peer_median": (
+            round(statistics.median(best_of_ballast), 3) if best_of_ballast else None
         ),
         "hottest_key_share": round(hottest, 4),
         "busiest_share_bound": round(max(1.0 / WORKERS, hottest), 4),
@@ -271,24 +293,29 @@ def paced_summary(paced: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def earlier_runs(params: Params) -> list[dict[str, Any]]:
-    """The drained runs of ``sk_paced_from`` (an earlier report of this part) for a paced-only run,
-    checked to be of the same backlogs: the events follow from the parameters compared here."""
-    if not params.sk_paced_from:
+    """The runs of ``sk_from`` (an earlier report of this part), checked to be of the same backlogs
+    and costs (the events follow from the parameters compared here)."""
+    if not params.sk_from:
         return []
-    if "drain" in modes(params):
-        raise ValueError("--sk-paced-from completes an earlier report: use it with --sk-modes paced")
-    report = json.loads(Path(params.sk_paced_from).read_text())
+    report = json.loads(Path(params.sk_from).read_text())
     theirs = report["params"]
     same = ("seed", "sk_events", "sk_keys", "sk_phases", "sk_cost_us", "sk_cost_kind", "tp_window_ms")
     differ = [k for k in same if theirs.get(k) != getattr(params, k)]
     if differ:
-        raise ValueError(f"{params.sk_paced_from} ran other backlogs or costs: {', '.join(differ)} differ")
-    runs = [r for r in report["runs"] if r.get("mode", "drain") == "drain"]
+        raise ValueError(f"{params.sk_from} ran other backlogs or costs: {', '.join(differ)} differ")
+    runs = report["runs"]
     for r in runs:
-        if r["contender"] == "ballast":  # from the routed offsets, as this version reads it
+        r.setdefault("mode", "drain")
+        if r["contender"] in BALLAST and r["mode"] == "drain":  # from the offsets, as this version reads it
             shares = busiest_shares(r["batches_kept"], theirs["sk_warmup_batches"], theirs["sk_cap"])
             r["busiest_worker_share_p50"] = round(pct(shares, 50), 3) if shares else None
     return runs
+
+
+def merged(earlier: list[dict[str, Any]], fresh: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``earlier`` runs but those of a (mode, contender) that ``fresh`` ran again, then ``fresh``."""
+    again = {(r["mode"], r["contender"]) for r in fresh}
+    return [r for r in earlier if (r["mode"], r["contender"]) not in again] + fresh
 
 
 def run_skew(params: Params, kafka: KafkaConfig, workdir: Path, started: float) -> dict[str, Any]:
@@ -296,8 +323,8 @@ def run_skew(params: Params, kafka: KafkaConfig, workdir: Path, started: float) 
     zs = [float(z) for z in params.sk_zipfs.split(",") if z]
     if "ballast-routed" in contenders(params.sk_contenders):
         raise ValueError("ballast-routed runs paced only (--sk-paced-contenders): a backlog is routed once")
-    drained = earlier_runs(params)
-    if "drain" not in modes(params) and not drained:
+    earlier = earlier_runs(params)
+    if "drain" not in modes(params) and not earlier:
         paced_plan(params, [])  # a paced-only run names its rate and contenders, or an earlier report
     runs: list[dict[str, Any]] = []
     for z in zs:
@@ -307,8 +334,12 @@ def run_skew(params: Params, kafka: KafkaConfig, workdir: Path, started: float) 
                 f"{params.sk_events:,} events, {params.sk_keys:,} keys"
             )
             seed = params.seed + 1000 * i
-            mine = [r for r in drained if r["z"] == z and r["seed"] == seed]
-            runs += mine + run_seed(z, i, params, kafka, workdir, started, mine)
+            mine = [r for r in earlier if r["z"] == z and r["seed"] == seed]
+            drained = [r for r in mine if r["mode"] == "drain"]
+            runs += merged(mine, run_seed(z, i, params, kafka, workdir, started, drained))
+    done = {(r["z"], r["seed"]) for r in runs}
+    runs = [r for r in earlier if (r["z"], r["seed"]) not in done] + runs
+    zs = sorted({r["z"] for r in runs}) or zs
     return {
         "params": asdict(params),
         "slots": params.tp_cores,
@@ -348,7 +379,8 @@ def print_summary(report: dict[str, Any]) -> None:
                 f"{c['cpu_us_per_record_median'] or 0:>12.1f}{'yes' if c['checks_ok'] else 'NO':>5}"
             )
         print(f"  z={sk['z']:g} Ballast ÷ best peer: {sk['ballast_over_best_peer']} "
-              f"(median {sk['ballast_over_best_peer_median']})")  # fmt: skip
+              f"(median {sk['ballast_over_best_peer_median']}; "
+              f"Ballast's best ÷ best peer {sk['best_ballast_over_best_peer_median']})")  # fmt: skip
         for c in sk["paced"].values():
             print(f"  paced at {c['rates']}/s, {c['label']}: latency p50 {c['latency_p50_ms_median']} ms, "
                   f"p99 {c['latency_p99_ms_median']} ms, drift {c['drift_ms_median']} ms, "

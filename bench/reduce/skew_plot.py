@@ -12,6 +12,7 @@ from typing import Any
 COLORS = {
     "ballast": "tab:blue",
     "ballast-routed": "tab:cyan",
+    "ballast-2w": "tab:green",
     "peer-1s": "tab:red",
     "peer-4s": "tab:orange",
     "peer-8s": "tab:brown",
@@ -50,8 +51,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
         f"per-key work, {report['params']['sk_cost_us']:g} µs {report['params']['sk_cost_kind']}/record"
     )
     for i, sk in enumerate(skews):
-        ratios = [r["ratio"] for r in sk["ballast_over_best_peer"]]
-        axs[1].plot([i] * len(ratios), ratios, "o", color="tab:blue")
+        for r in sk["ballast_over_best_peer"]:
+            axs[1].plot([i], [r["ratio"]], "o", color=COLORS.get(r.get("subject", "ballast")))
         if sk["ballast_over_best_peer_median"] is not None:
             axs[1].plot([i - 0.2, i + 0.2], [sk["ballast_over_best_peer_median"]] * 2, "k-")
     axs[1].axhline(1.0, color="gray", lw=0.8)

@@ -95,11 +95,11 @@ def test_the_paced_summary_pairs_ballast_with_the_peer_of_its_seed() -> None:
     assert s["paced"]["ballast"]["latency_p99_ms_median"] == 3500
 
 
-def test_a_paced_only_run_takes_the_drained_runs_of_an_earlier_report_of_the_same_backlogs(tmp_path) -> None:
+def test_an_earlier_report_of_the_same_backlogs_is_kept_and_what_runs_again_replaced(tmp_path) -> None:
     import json
     from dataclasses import asdict
 
-    from bench.reduce.skew import earlier_runs
+    from bench.reduce.skew import earlier_runs, merged
 
     earlier = replace(Params(), sk_warmup_batches=0, sk_cap=10)
     batches = [{"id": 0, "rows": 10, "end_offsets": [7, 3]}, {"id": 1, "rows": 10, "end_offsets": [9, 11]}]
@@ -110,11 +110,15 @@ def test_a_paced_only_run_takes_the_drained_runs_of_an_earlier_report_of_the_sam
     ]
     path = tmp_path / "skew.json"
     path.write_text(json.dumps({"params": asdict(earlier), "runs": runs}))
-    now = replace(Params(), sk_modes="paced", sk_paced_from=str(path))
+    now = replace(Params(), sk_modes="paced", sk_from=str(path))
     got = earlier_runs(now)
-    assert [r["contender"] for r in got] == ["ballast", "peer-1s"]
+    assert [(r["mode"], r["contender"]) for r in got] == [
+        ("drain", "ballast"),  # a report from before the modes: drained
+        ("drain", "peer-1s"),
+        ("paced", "ballast"),
+    ]
     assert got[0]["busiest_worker_share_p50"] == 0.75  # 7/10, then 8/10: from the offsets
+    fresh = [{"mode": "paced", "contender": "ballast", "new": True}]
+    assert [r.get("new", False) for r in merged(got, fresh)] == [False, False, True]
     with pytest.raises(ValueError, match="sk_events"):
         earlier_runs(replace(now, sk_events=5))
-    with pytest.raises(ValueError, match="--sk-modes paced"):
-        earlier_runs(replace(now, sk_modes="drain,paced"))

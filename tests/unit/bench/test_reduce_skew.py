@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bench.reduce.backlog import drifting_events
-from bench.reduce.runs import Run
+from bench.reduce.runs import Run, workers_of
 from bench.reduce.skew import busiest_shares, skew_summary
 from bench.reduce.throughput import batch_steps
 
@@ -47,13 +47,27 @@ def test_ballast_is_paired_with_the_best_peer_of_each_seed() -> None:
     ]  # fmt: skip
     s = skew_summary(1.0, runs, cores=2, keys=1_000)
     assert s["ballast_over_best_peer"] == [
-        {"seed": 1, "best_peer": "peer-4s", "ratio": 1.3},
-        {"seed": 2, "best_peer": "peer-1s", "ratio": 0.75},
+        {"seed": 1, "subject": "ballast", "best_peer": "peer-4s", "ratio": 1.3},
+        {"seed": 2, "subject": "ballast", "best_peer": "peer-1s", "ratio": 0.75},
     ]
     assert s["ballast_over_best_peer_median"] == pytest.approx(1.025)
+    assert s["best_ballast_over_best_peer_median"] == pytest.approx(1.025)
     assert s["contenders"]["peer-1s"]["records_per_s_median"] == 1000.0
     assert s["slot_share"] == 0.5
     assert s["busiest_share_bound"] == s["hottest_key_share"] > 0.125  # the hot key, not 1/8 workers
+
+
+def test_ballasts_best_configuration_is_paired_as_the_peers_best_is() -> None:
+    runs = [
+        _run("ballast", 1, 1300.0), _run("ballast-2w", 1, 1500.0), _run("peer-1s", 1, 1000.0),
+        _run("ballast", 2, 900.0), _run("ballast-2w", 2, 800.0), _run("peer-1s", 2, 1000.0),
+    ]  # fmt: skip
+    s = skew_summary(1.0, runs, cores=2, keys=1_000)
+    assert s["ballast_over_best_peer_median"] == pytest.approx(1.1)  # 8 workers: 1.3, 0.9
+    assert s["best_ballast_over_best_peer_median"] == pytest.approx(1.2)  # the better of each seed: 1.5, 0.9
+    two = s["contenders"]["ballast-2w"]
+    assert (two["workers"], two["busiest_share_bound"]) == (2, 0.5)  # 1/2 over the hot key's 13 %
+    assert workers_of("ballast-2w") == 2 and workers_of("ballast") == workers_of("peer-1s") == 8
 
 
 def test_the_busiest_share_is_read_from_the_offsets_each_steady_batch_read() -> None:
