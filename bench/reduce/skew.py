@@ -30,7 +30,8 @@ current phase's.
 
 ``--sk-from`` keeps the runs of an earlier report of the same backlogs and adds this run's (a
 contender's runs of a mode that runs again are replaced), so a part can be completed without
-running it all again. Not here yet: the Ballast engine on Spark's hash.
+running it all again. Hash-only routing places keys as Spark's shuffle does (a hash mod the
+partitions), so ``ballast-2w`` against the peer at P = S separates Ballast's engine from placement.
 """
 
 from __future__ import annotations
