@@ -400,6 +400,7 @@ def worker_rows(pipe: Pipeline, job: str) -> list[dict]:
             "late": s.late_records,
             "watermark_ms": s.watermark_ms,
             "step": s.step,
+            "epoch": s.epoch,
         }
         for m, s in reader.of(WorkerStats, prefix=f"{job}/")
     ]

@@ -145,6 +145,8 @@ def run_seed(
                 summary = {"contender": contender, "mode": "paced", "z": z, "seed": seed, "rate": rate,
                            **latency_summary(lats), "check": check_run(r, backlog, ref, window),
                            "batches_kept": [slim(b) for b in r.batches]}  # fmt: skip
+                if r.workers:  # the routing updates the workers applied (0: hash only)
+                    summary["epochs"] = max(w["epoch"] for w in r.workers)
             finally:
                 backlog.close()
             out.append(summary)
@@ -280,6 +282,8 @@ def paced_summary(paced: list[dict[str, Any]]) -> dict[str, Any]:
             },
             "checks_ok": all(equal(r["check"]) for r in mine),
         }
+        if any("epochs" in r for r in mine):
+            rows[contender]["epochs"] = [r.get("epochs") for r in mine]
     ratios = []
     for seed in dict.fromkeys(r["seed"] for r in paced):
         p99 = {r["contender"]: r["latency_p99_ms"] for r in paced if r["seed"] == seed and r["records"]}
@@ -385,6 +389,7 @@ def print_summary(report: dict[str, Any]) -> None:
         for c in sk["paced"].values():
             print(f"  paced at {c['rates']}/s, {c['label']}: latency p50 {c['latency_p50_ms_median']} ms, "
                   f"p99 {c['latency_p99_ms_median']} ms, drift {c['drift_ms_median']} ms, "
+                  f"epochs {c.get('epochs')}, "
                   f"{'ok' if c['checks_ok'] else 'CHECK FAILED'}")  # fmt: skip
         if sk["ballast_p99_over_peer"]:
             print(f"  z={sk['z']:g} Ballast p99 ÷ peer p99 (paced): {sk['ballast_p99_over_peer']} "
