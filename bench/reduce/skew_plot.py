@@ -32,13 +32,15 @@ def plot(report: dict[str, Any], path: Path) -> None:
     contenders = list(dict.fromkeys(c for sk in skews for c in sk["contenders"]))
     fig, axs = plt.subplots(1, 4, figsize=(22, 4.8))
     width = 0.8 / max(1, len(contenders))
+    labelled: set[str] = set()  # each contender named once in a legend, where it first shows
     for j, c in enumerate(contenders):
         for i, sk in enumerate(skews):
             row = sk["contenders"].get(c)
             if row is None:
                 continue
             x = i + (j - (len(contenders) - 1) / 2) * width
-            label = row["label"] if i == 0 else None
+            label = row["label"] if c not in labelled else None
+            labelled.add(c)
             axs[0].bar(x, row["records_per_s_median"], width, color=COLORS.get(c), label=label)
             axs[0].plot([x] * len(row["records_per_s"]), row["records_per_s"], "k.", ms=4)
             axs[2].bar(x, row["cpu_us_per_record_median"] or 0, width, color=COLORS.get(c))
@@ -46,13 +48,17 @@ def plot(report: dict[str, Any], path: Path) -> None:
     for ax in (axs[0], axs[2]):
         ax.set_xticks(range(len(skews)), ticks)
     axs[0].set_ylabel("records/s at the cap (median over seeds)")
+    axs[0].margins(y=0.4)  # room for the legend above the bars
     axs[0].legend(fontsize=8)
     axs[0].set_title(
         f"per-key work, {report['params']['sk_cost_us']:g} µs {report['params']['sk_cost_kind']}/record"
     )
     for i, sk in enumerate(skews):
         for r in sk["ballast_over_best_peer"]:
-            axs[1].plot([i], [r["ratio"]], "o", color=COLORS.get(r.get("subject", "ballast")))
+            subject = r.get("subject", "ballast")
+            label = f"{subject} ÷ best peer" if f"ratio {subject}" not in labelled else None
+            labelled.add(f"ratio {subject}")
+            axs[1].plot([i], [r["ratio"]], "o", color=COLORS.get(subject), label=label)
         if sk["ballast_over_best_peer_median"] is not None:
             axs[1].plot([i - 0.2, i + 0.2], [sk["ballast_over_best_peer_median"]] * 2, "k-")
     axs[1].axhline(1.0, color="gray", lw=0.8)
@@ -69,12 +75,14 @@ def plot(report: dict[str, Any], path: Path) -> None:
             if row is None:
                 continue
             x = i + (j - (len(paced) - 1) / 2) * pw
-            axs[3].bar(x, row["latency_p99_ms_median"] / 1000, pw, color=COLORS.get(c),
-                       label=row["label"] if i == 0 else None)  # fmt: skip
+            label = row["label"] if f"paced {c}" not in labelled else None
+            labelled.add(f"paced {c}")
+            axs[3].bar(x, row["latency_p99_ms_median"] / 1000, pw, color=COLORS.get(c), label=label)
             axs[3].plot([x - pw / 3, x + pw / 3], [row["latency_p50_ms_median"] / 1000] * 2, "k-")
     axs[3].set_xticks(range(len(skews)), ticks)
     axs[3].set_ylabel("latency at a fixed rate, s (bar p99, line p50)")
     if paced:
+        axs[3].margins(y=0.4)
         axs[3].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
