@@ -351,6 +351,8 @@ def run_skew(params: Params, kafka: KafkaConfig, workdir: Path, started: float) 
         "workers": WORKERS,
         "spark_master": f"local[{params.tp_cores}]",
         "elapsed_s": round(time.monotonic() - started),
+        # the report whose runs this one kept (sk_from): their parameters were that report's
+        "kept_runs_of": params.sk_from or None,
         "notes": {
             "cost": f"{params.sk_cost_us} µs of {params.sk_cost_kind} per record at the stateful step, in "
             "every contender (cpu: a spin on the task thread's CPU clock, standing for per-key computation)",
