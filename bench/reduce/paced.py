@@ -37,6 +37,7 @@ from ballast.kafka.topics import TopicLayout
 from bench.reduce.backlog import Backlog, encoded
 from bench.reduce.figures import pct
 from bench.reduce.params import INPUT_PARTITIONS, WAIT_S, WORKERS, log
+from bench.reduce.progress import offsets_read
 
 UNKNOWN_END = 2**62  # a routed partition's end before the feed has routed everything
 PRIME = 1_000  # events fed at once before the paced feed, to see the contender up
@@ -95,6 +96,7 @@ def start_paced(
     statistics (``ballast controller run``), started with the router; none: hash only."""
     layout = TopicLayout(prefix=f"bench-{name}", workers=workers, input_partitions=INPUT_PARTITIONS)
     pipe = Pipeline(kafka, layout, workdir / f"pipeline-{name}", issuer="bench-reduce")
+    routing = dict(routing or {})  # the caller's settings stay as given
     stats = {"stats_interval_s": 1, "heavy_hitters_top": routing.pop("heavy_hitters_top")} if routing else {}
     router = pipe.router(
         f"{layout.prefix}-router", name="router", exactly_once=True, log_level="warning", **stats
@@ -150,12 +152,9 @@ def record_latencies(
     """Each record routed at or after ``from_ms`` and read by one of ``batches`` (in order, each
     with ``end_offsets`` per partition): its routed time and its latency (ms), by routed time."""
     times, lats = [], []
-    before: dict[int, int] = {}
-    for b in sorted(batches, key=lambda b: b["id"]):
+    for b, ranges in offsets_read(batches):
         end_ms = b["start_ms"] + b["duration_ms"]
-        for p, hi in enumerate(b["end_offsets"]):
-            lo = before.get(p, 0)
-            before[p] = max(lo, hi)
+        for p, lo, hi in ranges:
             if p not in stamps or hi <= lo:
                 continue
             offsets, ts = stamps[p]

@@ -42,8 +42,13 @@ def of_spark(progress: Any, topic: str, partitions: int) -> BatchProgress | None
     if not ran_batch(d):
         return None
     durations = {k: int(v) for k, v in d["durationMs"].items()}
-    return BatchProgress(int(d["batchId"]), iso_ms(d["timestamp"]), int(d.get("numInputRows", 0)), durations,
-                         end_offsets(d, topic, partitions))
+    return BatchProgress(
+        int(d["batchId"]),
+        iso_ms(d["timestamp"]),
+        int(d.get("numInputRows", 0)),
+        durations,
+        end_offsets(d, topic, partitions),
+    )
 
 
 def of_metric(metric: Metric, body: ReduceProgress) -> BatchProgress:
@@ -51,3 +56,19 @@ def of_metric(metric: Metric, body: ReduceProgress) -> BatchProgress:
     return BatchProgress(
         body.batch_id, metric.interval_start, body.input_rows, dict(body.durations_ms), list(body.end_offsets)
     )
+
+
+def offsets_read(batches: list[dict]) -> list[tuple[dict, list[tuple[int, int, int]]]]:
+    """Each batch row (:func:`bench.reduce.runs.batch_row`), in id order, with the offsets it read:
+    ``(partition, from, to)``, ``to`` exclusive, from the end offsets of the batch before (0 for
+    the first); an end offset not known (-1) reads nothing and moves nothing."""
+    out = []
+    before: dict[int, int] = {}
+    for b in sorted(batches, key=lambda b: b["id"]):
+        ranges = []
+        for p, end in enumerate(b["end_offsets"]):
+            lo = before.get(p, 0)
+            before[p] = hi = max(lo, end)
+            ranges.append((p, lo, hi))
+        out.append((b, ranges))
+    return out

@@ -39,10 +39,13 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from ballast.harness.events import Events
 from ballast.kafka.configuration import KafkaConfig
 from ballast.workload import zipf_probabilities
 from bench.reduce.backlog import Backlog, default_start_ms, drifting_events, fill, reference
@@ -50,7 +53,8 @@ from bench.reduce.check import equal
 from bench.reduce.figures import pct
 from bench.reduce.paced import latency_summary, record_latencies, routed_stamps, start_paced
 from bench.reduce.params import PER_MS, WORKERS, Params, log
-from bench.reduce.runs import BALLAST, CONTENDERS, PEERS, run, workers_of
+from bench.reduce.progress import offsets_read
+from bench.reduce.runs import BALLAST, CONTENDERS, PEERS, RunSettings, run, workers_of
 from bench.reduce.throughput import (
     check_run,
     rounds_order,
@@ -66,14 +70,28 @@ def busiest_shares(batches: list[dict], warmup: int, cap: int) -> list[float]:
     the routed offsets each batch read (routed partition p is worker p; the router's markers, 0.01 %
     of the records, count with them)."""
     out = []
-    before: dict[int, int] = {}
     keep = {b["id"] for b in steady(batches, warmup, cap)}
-    for b in sorted(batches, key=lambda b: b["id"]):
-        read = [max(0, end - before.get(p, 0)) for p, end in enumerate(b["end_offsets"])]
-        before.update(enumerate(b["end_offsets"]))
+    for b, ranges in offsets_read(batches):
+        read = [hi - lo for _, lo, hi in ranges]
         if b["id"] in keep and sum(read):
             out.append(max(read) / sum(read))
     return out
+
+
+@dataclass(frozen=True)
+class SeedJob:
+    """What every run of one (z, seed) shares: its events, their reference, the run settings."""
+
+    z: float
+    seed_index: int
+    seed: int
+    name: str  # of its deployments
+    events: Events
+    ref: pd.DataFrame  # bench.reduce.backlog.reference of the events
+    settings: RunSettings
+
+    def head(self, params: Params, contender: str) -> str:
+        return f"skew z={self.z:g} seed {self.seed_index + 1}/{params.sk_seeds} {contender}"
 
 
 def run_seed(
@@ -93,69 +111,101 @@ def run_seed(
     events = drifting_events(
         params.sk_events, params.sk_keys, z, seed, PER_MS, default_start_ms(window), params.sk_phases
     )
-    ref = reference(events, window)
-    s = replace(
-        settings(params, params.sk_cap),
-        record_cost_us=params.sk_cost_us,
-        record_cost_kind=params.sk_cost_kind,
+    job = SeedJob(
+        z=z,
+        seed_index=seed_index,
+        seed=seed,
+        name=f"sk-z{z:g}-s{seed_index}".replace(".", "_"),
+        events=events,
+        ref=reference(events, window),
+        settings=replace(
+            settings(params, params.sk_cap),
+            record_cost_us=params.sk_cost_us,
+            record_cost_kind=params.sk_cost_kind,
+        ),
     )
-    name = f"sk-z{z:g}-s{seed_index}".replace(".", "_")
-    out: list[dict[str, Any]] = []
-    if "drain" in modes(params):
-        chosen = contenders(params.sk_contenders)
-        backlogs: dict[int, Backlog] = {}
-        try:
-            for w in sorted({workers_of(c) for c in chosen}, reverse=True):
-                backlogs[w] = fill(kafka, workdir, name if w == WORKERS else f"{name}-w{w}", events, w)
-            for contender in rounds_order(chosen, seed_index):
-                backlog = backlogs[workers_of(contender)]
-                r = run(contender, backlog, seed_index, s, workdir)
-                summary = summarize_run(r, params.sk_warmup_batches, params.sk_cap)
-                summary["mode"], summary["z"], summary["seed"] = "drain", z, seed
-                summary["check"] = check_run(r, backlog, ref, window)
-                if contender in BALLAST:
-                    shares = busiest_shares(r.batches, params.sk_warmup_batches, params.sk_cap)
-                    summary["busiest_worker_share_p50"] = round(pct(shares, 50), 3) if shares else None
-                summary["batches_kept"] = [slim(b) for b in r.batches]
-                out.append(summary)
-                log(
-                    f"skew z={z:g} seed {seed_index + 1}/{params.sk_seeds} {contender}: "
-                    f"{summary['records_per_s']:,.0f} records/s, batch p50 {summary['batch_p50_ms']} ms, "
-                    f"p99 {summary['batch_p99_ms']} ms, CPU {summary['cpu_us_per_record']} µs/record, "
-                    f"check {'ok' if equal(summary['check']) else summary['check']} "
-                    f"({time.monotonic() - started:.0f} s)"
-                )
-        finally:
-            for backlog in backlogs.values():
-                backlog.close()
+    out = drain_runs(job, params, kafka, workdir, started) if "drain" in modes(params) else []
     if "paced" in modes(params):
         fresh = {r["contender"] for r in out}
-        rate, paced = paced_plan(params, out + [r for r in earlier or [] if r["contender"] not in fresh])
-        for contender in rounds_order(paced, seed_index):
-            routing = routing_settings(params) if contender == "ballast-routed" else None
-            backlog = start_paced(
-                kafka, workdir, f"{name}-{contender}", events, rate, routing, workers_of(contender)
-            )
-            try:
-                r = run(contender, backlog, seed_index, s, workdir)
-                backlog.wait_fed()
-                stamps = routed_stamps(backlog.pipe)
-                warm_until = backlog.paced_from_ms + int(params.sk_paced_warm_s * 1000)
-                _, lats = record_latencies(r.batches, stamps, warm_until)
-                summary = {"contender": contender, "mode": "paced", "z": z, "seed": seed, "rate": rate,
-                           **latency_summary(lats), "check": check_run(r, backlog, ref, window),
-                           "batches_kept": [slim(b) for b in r.batches]}  # fmt: skip
-                if r.workers:  # the routing updates the workers applied (0: hash only)
-                    summary["epochs"] = max(w["epoch"] for w in r.workers)
-            finally:
-                backlog.close()
+        drained = out + [r for r in earlier or [] if r["contender"] not in fresh]
+        out += paced_runs(job, params, kafka, workdir, started, drained)
+    return out
+
+
+def drain_runs(
+    job: SeedJob, params: Params, kafka: KafkaConfig, workdir: Path, started: float
+) -> list[dict[str, Any]]:
+    """Every contender of ``sk_contenders`` draining the routed backlog at the cap, one at a time
+    (a backlog per worker count among them)."""
+    chosen = contenders(params.sk_contenders)
+    window = params.tp_window_ms
+    out: list[dict[str, Any]] = []
+    backlogs: dict[int, Backlog] = {}
+    try:
+        for w in sorted({workers_of(c) for c in chosen}, reverse=True):
+            name = job.name if w == WORKERS else f"{job.name}-w{w}"
+            backlogs[w] = fill(kafka, workdir, name, job.events, w)
+        for contender in rounds_order(chosen, job.seed_index):
+            backlog = backlogs[workers_of(contender)]
+            r = run(contender, backlog, job.seed_index, job.settings, workdir)
+            summary = summarize_run(r, params.sk_warmup_batches, params.sk_cap)
+            summary["mode"], summary["z"], summary["seed"] = "drain", job.z, job.seed
+            summary["check"] = check_run(r, backlog, job.ref, window)
+            if contender in BALLAST:
+                shares = busiest_shares(r.batches, params.sk_warmup_batches, params.sk_cap)
+                summary["busiest_worker_share_p50"] = round(pct(shares, 50), 3) if shares else None
+            summary["batches_kept"] = [slim(b) for b in r.batches]
             out.append(summary)
-            verdict = "ok" if equal(summary["check"]) else summary["check"]
             log(
-                f"skew z={z:g} seed {seed_index + 1}/{params.sk_seeds} {contender} paced at {rate:,.0f}/s: "
-                f"latency p50 {summary['latency_p50_ms']} ms, p99 {summary['latency_p99_ms']} ms, "
-                f"drift {summary['drift_ms']} ms, check {verdict} ({time.monotonic() - started:.0f} s)"
+                f"{job.head(params, contender)}: "
+                f"{summary['records_per_s']:,.0f} records/s, batch p50 {summary['batch_p50_ms']} ms, "
+                f"p99 {summary['batch_p99_ms']} ms, CPU {summary['cpu_us_per_record']} µs/record, "
+                f"check {'ok' if equal(summary['check']) else summary['check']} "
+                f"({time.monotonic() - started:.0f} s)"
             )
+    finally:
+        for backlog in backlogs.values():
+            backlog.close()
+    return out
+
+
+def paced_runs(
+    job: SeedJob,
+    params: Params,
+    kafka: KafkaConfig,
+    workdir: Path,
+    started: float,
+    drained: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """The paced contenders (:func:`paced_plan`, from the ``drained`` runs of this seed), each fed
+    the events live on a deployment of its own."""
+    rate, paced = paced_plan(params, drained)
+    out: list[dict[str, Any]] = []
+    for contender in rounds_order(paced, job.seed_index):
+        routing = routing_settings(params) if contender == "ballast-routed" else None
+        backlog = start_paced(
+            kafka, workdir, f"{job.name}-{contender}", job.events, rate, routing, workers_of(contender)
+        )
+        try:
+            r = run(contender, backlog, job.seed_index, job.settings, workdir)
+            backlog.wait_fed()
+            stamps = routed_stamps(backlog.pipe)
+            warm_until = backlog.paced_from_ms + int(params.sk_paced_warm_s * 1000)
+            _, lats = record_latencies(r.batches, stamps, warm_until)
+            summary = {"contender": contender, "mode": "paced", "z": job.z, "seed": job.seed, "rate": rate,
+                       **latency_summary(lats), "check": check_run(r, backlog, job.ref, params.tp_window_ms),
+                       "batches_kept": [slim(b) for b in r.batches]}  # fmt: skip
+            if r.workers:  # the routing updates the workers applied (0: hash only)
+                summary["epochs"] = max(w["epoch"] for w in r.workers)
+        finally:
+            backlog.close()
+        out.append(summary)
+        verdict = "ok" if equal(summary["check"]) else summary["check"]
+        log(
+            f"{job.head(params, contender)} paced at {rate:,.0f}/s: "
+            f"latency p50 {summary['latency_p50_ms']} ms, p99 {summary['latency_p99_ms']} ms, "
+            f"drift {summary['drift_ms']} ms, check {verdict} ({time.monotonic() - started:.0f} s)"
+        )
     return out
 
 

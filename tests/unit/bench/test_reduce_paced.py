@@ -122,3 +122,18 @@ def test_an_earlier_report_of_the_same_backlogs_is_kept_and_what_runs_again_repl
     assert [r.get("new", False) for r in merged(got, fresh)] == [False, False, True]
     with pytest.raises(ValueError, match="sk_events"):
         earlier_runs(replace(now, sk_events=5))
+
+
+def test_each_batch_reads_from_where_the_batch_before_ended_and_an_unknown_end_reads_nothing() -> None:
+    from bench.reduce.progress import offsets_read
+
+    batches = [
+        {"id": 1, "end_offsets": [5, -1]},
+        {"id": 0, "end_offsets": [2, 3]},  # out of order: read in id order
+        {"id": 2, "end_offsets": [9, 4]},
+    ]
+    assert [ranges for _, ranges in offsets_read(batches)] == [
+        [(0, 0, 2), (1, 0, 3)],
+        [(0, 2, 5), (1, 3, 3)],
+        [(0, 5, 9), (1, 3, 4)],
+    ]
