@@ -38,6 +38,16 @@ SPARK_CONF = {
     # metric; for a state entry of a few hundred KB (a window's rows) that read costs as much as the
     # write. Ballast reports its own state size (WorkerStats.state_keys, state_bytes).
     "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
+    # Spark 4.x checks an Arrow batch's byte size before every row it writes to
+    # transformWithStateInPandas unless this is Int.MaxValue; the size of a list column (the
+    # envelope's `values`) is recomputed over the whole batch each time, so the check is quadratic
+    # in the batch: 54 % of the job's JVM samples in a profile of 100,000-row batches. Batches stay
+    # bounded by maxRecordsPerBatch above.
+    "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
+    # Spark 4.2's "types framework" flag defaults to a function reading the SPARK_TESTING
+    # environment variable, and from_avro asks for it for every field of every decoded row (a new
+    # SpecificInternalRow each): a third of a from_avro query's task samples. Set, it is a lookup.
+    "spark.sql.types.framework.enabled": "false",
 }
 
 
