@@ -41,17 +41,18 @@ class Params:
     placements: str = "abc"
     parts: str = "placements,throughput,soak,calm"  # which parts run (each writes its own JSON and PNG)
     # throughput: Ballast's aggregate against the native query, on a backlog (bench.reduce.throughput)
-    tp_events: int = 1_200_000  # events in each key distribution's backlog
+    tp_events: int = 2_000_000  # events in each key distribution's backlog: 20 batches at the cap
     tp_keys: int = 10_000
     tp_dists: str = "uniform,zipf"
     tp_zipf: float = 1.0
-    tp_rounds: int = 3
+    tp_rounds: int = 2
     tp_cap: int = 100_000  # maxOffsetsPerTrigger of every contender
     tp_cores: int = 2  # local[cores] of every contender's Spark
     tp_trigger_ms: int = 2_000
     tp_window_ms: int = 10_000
-    tp_warmup_batches: int = 2  # left out of the steady figures
-    tp_contenders: str = "ballast,native-rocksdb,native-hdfs"
+    # left out of the steady figures: the JVM compiles Spark's code (C2) over the first batches
+    tp_warmup_batches: int = 6
+    tp_contenders: str = "ballast,native-rocksdb,native-hdfs,partition-stage"
     # soak: Ballast's aggregate over many batches of new keys (bench.reduce.soak)
     soak_batches: int = 60
     soak_batch_records: int = 50_000
