@@ -46,7 +46,8 @@ SPARK_CONF = {
     "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
     # Spark 4.2's "types framework" flag defaults to a function reading the SPARK_TESTING
     # environment variable, and from_avro asks for it for every field of every decoded row (a new
-    # SpecificInternalRow each): a third of a from_avro query's task samples. Set, it is a lookup.
+    # SpecificInternalRow each): about a third of the JVM samples of the benchmark's from_avro
+    # prototype. Set, it is a lookup.
     "spark.sql.types.framework.enabled": "false",
 }
 
