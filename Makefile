@@ -4,6 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CACHE ?= .cache
 ARGS ?=
+# pytest workers for `make test` (xdist); 0 runs the suite in one process
+TEST_WORKERS ?= 2
+PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
 
 .PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-controller bench-router bench-router-compare bench-router-secured bench-router-startup bench-reduce bench-reduce-throughput bench-reduce-soak bench-reduce-calm bench-reduce-skew bench-control bench-migration bench-shed chaos clean-cache
 
@@ -14,7 +17,7 @@ demo: setup
 	$(PY) -m services.demo $(ARGS)
 
 test: setup lint
-	$(PY) -m pytest tests $(ARGS)
+	$(PY) -m pytest tests $(PARALLEL) $(ARGS)
 
 test-unit: setup
 	$(PY) -m pytest tests -m unit $(ARGS)

@@ -11,6 +11,9 @@ pipeline use ``secure_stack``: that same broker, or one of their own when the se
 
 Tests are marked by folder: tests/unit -> ``unit``, tests/integration -> ``integration``,
 tests/e2e -> ``e2e``, tests/docker -> ``docker`` (applied in ``pytest_collection_modifyitems``).
+
+``make test`` runs the suite on two xdist workers (``TEST_WORKERS``, 0 for one process); which
+worker takes which module is tests/support/lanes.py's.
 """
 
 from __future__ import annotations
@@ -37,13 +40,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist"):
+        from tests.support.lanes import LanePlugin
+
+        config.pluginmanager.register(LanePlugin(), "ballast-lanes")
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest's own -m filter, which reads these marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from tests.support.lanes import run_order
+
     for item in items:
         parts = Path(str(item.fspath)).parts
         for folder, mark in FOLDER_MARKS.items():
             if folder in parts and item.get_closest_marker(mark) is None:
                 item.add_marker(getattr(pytest.mark, mark))
+    items.sort(key=lambda item: run_order(item.nodeid))
 
 
 def _started_stack(tmp_path_factory: pytest.TempPathFactory, name: str, secure: bool) -> Iterator[object]:

@@ -1,0 +1,18 @@
+"""The suite's lanes (tests/support/lanes.py): the saturating modules share one unit, run first."""
+
+from __future__ import annotations
+
+from tests.support.lanes import SATURATING, lane_of, run_order
+
+
+def test_the_saturating_modules_share_one_unit_and_the_others_are_one_each() -> None:
+    assert lane_of("tests/e2e/test_chaos.py::test_x") == SATURATING
+    assert lane_of("tests/e2e/test_demo.py::test_y") == SATURATING
+    assert lane_of("tests/e2e/test_package.py::test_z") == "tests/e2e/test_package.py"
+    assert lane_of("tests/unit/a/test_codec.py::test_round_trip[x::y]") == "tests/unit/a/test_codec.py"
+
+
+def test_the_saturating_lane_runs_first_and_unit_tests_last() -> None:
+    ids = ["tests/unit/test_a.py::t", "tests/e2e/test_package.py::t", "tests/integration/x/test_b.py::t",
+           "tests/e2e/test_reduce.py::t"]  # fmt: skip
+    assert sorted(ids, key=run_order) == [ids[3], ids[2], ids[1], ids[0]]
