@@ -29,6 +29,13 @@ from ballast.kafka.configuration import KafkaConfig
 
 FOLDER_MARKS = {"unit": "unit", "integration": "integration", "e2e": "e2e", "docker": "docker"}
 SECURE_ENV = "BALLAST_TEST_SECURE_STACK"
+# Every JVM the tests start (brokers, Connect, Spark's driver, executors and daemons) compiles with C1
+# only: they live for seconds to minutes, and C2's compiler threads cost more CPU than they give back
+# in that time (the secured pipeline's test: 110 to 69 CPU-s; the lagging-router one 168 to 131, its
+# paced input read as fast). Products and benchmarks keep the JVM's default. A JAVA_TOOL_OPTIONS the
+# caller set wins; BALLAST_TEST_JVM_OPTIONS= (empty) turns it off.
+JVM_OPTIONS_ENV = "BALLAST_TEST_JVM_OPTIONS"
+os.environ.setdefault("JAVA_TOOL_OPTIONS", os.environ.get(JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1"))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
