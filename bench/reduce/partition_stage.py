@@ -20,6 +20,10 @@ them (``from_avro`` in the JVM), also keeping the Kafka ``partition``; then ``fo
   closes the windows the watermark passed (:mod:`bench.reduce.partition_fold`: rules equal to
   Spark's, late = the record's window already closed), and yields those windows plus one stats
   row (the partition's max event time, late records, ...);
+* with ``--task-writes-output`` (the ``partition-stage-direct`` contender) each task encodes its
+  closed windows (the same ``OutputResult``, key and header) and sends them with the producer it
+  holds for the changelog, acked with it; the driver collects the stats rows only: one Spark job a
+  batch, no cache, no JVM encoder or Kafka sink. Otherwise:
 * the task's output is **persisted** once: the closed windows go to the output topic through
   ``write.format("kafka")``, encoded by :func:`bench.reduce.native.output_rows` (the same
   ``OutputResult``, the same header), then the stats rows are collected from the cache. The fold
@@ -92,7 +96,9 @@ class Stage:
         self.output_topic = args.output_topic
         self.job = args.job
         self.delay_ms = duration_ms(args.watermark_delay)
-        self.cfg = TaskConfig(args.stage_state_dir, duration_ms(args.window), kafka, args.changelog_topic)
+        self.task_writes = args.task_writes_output
+        self.cfg = TaskConfig(args.stage_state_dir, duration_ms(args.window), kafka, args.changelog_topic,
+                              args.output_topic if self.task_writes else "", args.job)  # fmt: skip
         self.log_path = Path(args.stage_log)
         self.max_seen = NO_EVENT
         self.watermark = 0
@@ -130,6 +136,8 @@ class Stage:
             self._write_log({"plan": plan, "exchanges": plan.count("Exchange")})
             print(f"partition-stage: executed plan ({plan.count('Exchange')} Exchange):\n{plan}",
                   file=sys.stderr, flush=True)  # fmt: skip
+        if self.task_writes:  # the tasks wrote their windows: only the stats rows come back
+            return out.collect()
         out = out.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             windows = out.where(F.col("key").isNotNull()).select(
@@ -221,6 +229,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--stage-state-dir", required=True, help="the partitions' local state files")
     ap.add_argument("--changelog-topic", required=True, help="compacted, created if missing")
     ap.add_argument("--stage-log", required=True, help="one JSON line per batch (watermark, max, ...)")
+    ap.add_argument(
+        "--task-writes-output",
+        action="store_true",
+        help="each task writes its closed windows with its own producer (one job a batch, no cache)",
+    )
     return ap.parse_args(argv)
 
 

@@ -5,7 +5,9 @@ state (:mod:`bench.reduce.partition_store`), fold the batch in
 (:func:`bench.reduce.partition_fold.fold`), send every changed entry (and a tombstone for every
 closed window) to the compacted changelog topic and wait for the broker's acks, save the state,
 then give the closed windows and one *stats* row (key null: the partition's max event time, late
-records, its oldest open window) to the driver.
+records, its oldest open window) to the driver. With ``output_topic`` set the task writes the closed
+windows itself, with the producer it already holds (:func:`send_windows`), and gives the driver the
+stats row only: one Spark job a batch, no cache, no JVM encoder or sink.
 
 Why the changelog is sent before the state file is replaced: a crash in between replays the batch
 from the previous state, and sends the same entries again, which compaction keeps once. Why here
@@ -67,6 +69,8 @@ class TaskConfig:
     window_ms: int
     kafka: KafkaConfig
     changelog_topic: str
+    output_topic: str = ""  # set: the task writes the closed windows (else the driver's Kafka sink)
+    job: str = ""  # the windows' job name, as the native query writes it
 
 
 def _producer(cfg: TaskConfig) -> Any:
@@ -82,15 +86,19 @@ def changelog_key(key: str, window_start: int) -> bytes:
     return f"{key}\x00{window_start}".encode()
 
 
-def send_changelog(cfg: TaskConfig, partition: int, changed: Any, removed: Any) -> int:
+def send_changelog(cfg: TaskConfig, partition: int, changed: Any, removed: Any, windows: Any = None) -> int:
     """Every changed entry and a tombstone per removed one, to the changelog's partition
-    ``partition``; returns once the broker acknowledged them all (raises otherwise)."""
+    ``partition`` (and the closed ``windows`` to the output topic, when the task writes them);
+    returns once the broker acknowledged them all (raises otherwise)."""
     producer = _producer(cfg)
     failed: list[str] = []
 
     def on_delivery(err: Any, _msg: Any) -> None:
         if err is not None:
             failed.append(str(err))
+
+    if windows is not None and len(windows):
+        send_windows(cfg, windows, on_delivery)
 
     topic = cfg.changelog_topic
     keys = changed.index.get_level_values(0)
@@ -114,6 +122,44 @@ def send_changelog(cfg: TaskConfig, partition: int, changed: Any, removed: Any) 
     return n
 
 
+def window_record(job: str, key: str, start: int, end: int, count: int, total: float, lo: float,
+                  hi: float, mean: float) -> dict[str, Any]:  # fmt: skip
+    """An ``OutputResult`` as :func:`bench.reduce.native.output_rows` builds it in the JVM."""
+    c = float(count)
+    return {
+        "key": key, "job": job, "window_start": start, "window_end": end, "count": count, "sum": total,
+        "min": lo, "max": hi, "mean": mean, "values": [], "worker": -1, "epoch": 0, "revision": 0,
+        "excluded_records": 0, "keep_probability": 1.0, "estimated_count": c, "relative_error": 0.0,
+        "exact": True, "sampled_records": 0, "estimated_sum": total, "count_std_error": 0.0,
+        "sum_std_error": 0.0, "count_low": c, "count_high": c, "sum_low": total, "sum_high": total,
+        "min_max_are_bounds": False,
+    }  # fmt: skip
+
+
+def send_windows(cfg: TaskConfig, rows: Any, on_delivery: Any) -> int:
+    """The closed windows to ``cfg.output_topic``, keyed ``job:start:end:key`` as the native query
+    keys them; the caller's flush waits for their acks with the changelog's."""
+    from ballast.avro.codec import AvroCodec
+
+    producer, codec = _producer(cfg), AvroCodec("io.ballast.OutputResult")
+    columns = zip(
+        rows["key"].to_numpy(dtype=object), rows["window_start"].to_numpy(dtype=np.int64),
+        rows["window_end"].to_numpy(dtype=np.int64), rows["count"].to_numpy(dtype=np.int64),
+        rows["sum"].to_numpy(dtype=np.float64), rows["min"].to_numpy(dtype=np.float64),
+        rows["max"].to_numpy(dtype=np.float64), rows["mean"].to_numpy(dtype=np.float64), strict=True,
+    )  # fmt: skip
+    n = 0
+    for key, start, end, count, total, lo, hi, mean in columns:
+        value = codec.encode(window_record(cfg.job, key, int(start), int(end), int(count), float(total),
+                                           float(lo), float(hi), float(mean)))  # fmt: skip
+        producer.produce(cfg.output_topic, value, f"{cfg.job}:{start}:{end}:{key}".encode(),
+                         on_delivery=on_delivery)  # fmt: skip
+        n += 1
+        if n % 10_000 == 0:
+            producer.poll(0)
+    return n
+
+
 def run_task(
     cfg: TaskConfig, batch_id: int, watermark_ms: int, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
@@ -133,11 +179,13 @@ def run_task(
     state = partition_store.load(cfg.state_dir, partition)
     new, step = fold(state, batch_id, keys, values, times, watermark_ms, cfg.window_ms)
     sent = 0
-    if not step.replay:
-        sent = send_changelog(cfg, partition, step.changed, step.removed)
-        partition_store.save(cfg.state_dir, partition, new)
     rows = closed_rows(step.closed, cfg.window_ms)
-    n = len(rows)
+    if not step.replay:
+        sent = send_changelog(cfg, partition, step.changed, step.removed, rows if cfg.output_topic else None)
+        partition_store.save(cfg.state_dir, partition, new)
+    elif cfg.output_topic and len(rows):  # a replay changes nothing, and gives its closed windows again
+        send_changelog(cfg, partition, step.changed, step.removed, rows)
+    n = 0 if cfg.output_topic else len(rows)
     if n:
         yield pa.RecordBatch.from_pydict(
             {

@@ -11,6 +11,8 @@ Contenders (each a process with a ``local[cores]`` Spark of its own, a new check
   same output topic. Its watermark is its own (Spark reports none for a query without a
   watermark operator): each batch's is read from the stage's log. It runs no batch without new
   records, so its run ends on the settle wait.
+* ``partition-stage-direct``: the same prototype whose tasks write their closed windows themselves
+  (``--task-writes-output``): one Spark job a batch instead of a cached one read twice.
 
 A run is over once a batch has read the routed topic to its ends and the batch after it (no data:
 the watermark moved past the last windows, which both contenders then write) has run, or nothing
@@ -54,6 +56,7 @@ CONTENDERS = {
     "native-rocksdb": "native, RocksDB state store",
     "native-hdfs": "native, Spark's default store",
     "partition-stage": "prototype: per-partition stage, no state operator",
+    "partition-stage-direct": "prototype: per-partition stage, tasks write their windows",
     "peer-1s": "groupBy(key) transformWithState, P = S",
     "peer-4s": "groupBy(key) transformWithState, P = 4S",
     "peer-8s": "groupBy(key) transformWithState, P = 8S",
@@ -69,9 +72,11 @@ PEERS = {
 }
 MODULES = {  # the rest: bench.reduce.native
     "partition-stage": "bench.reduce.partition_stage",
+    "partition-stage-direct": "bench.reduce.partition_stage",
     **dict.fromkeys(PEERS, "bench.reduce.peer"),
 }
 BALLAST = ("ballast", "ballast-2w", "ballast-routed")  # contenders that are Ballast's reduce job
+STAGES = ("partition-stage", "partition-stage-direct")  # the prototype's two ways to write windows
 STAGE_LOG = "stage.jsonl"
 SETTLE_S = 15.0  # after the last data batch: how long to wait for the batch that closes the last windows
 
@@ -222,11 +227,12 @@ class _Process:
             self.pipe.start(command, wait=False)
             return
         partitions = WORKERS
-        if contender == "partition-stage":
+        if contender in STAGES:
             own = [
                 "--stage-state-dir", str(folder / "state"),
                 "--changelog-topic", f"{self.pipe.layout.name('routed')}-{job}-changelog",
                 "--stage-log", str(folder / STAGE_LOG),
+                *(["--task-writes-output"] if contender == "partition-stage-direct" else []),
             ]  # fmt: skip
         elif contender in PEERS:
             per_slot, api, store = PEERS[contender]
@@ -302,7 +308,7 @@ def run(
     proc = _Process(contender, backlog, job, s, folder)
     topic = backlog.pipe.layout.name("routed")
     try:
-        seen = _wait_done(proc, backlog, job, closing_batch=contender != "partition-stage")
+        seen = _wait_done(proc, backlog, job, closing_batch=contender not in STAGES)
     finally:
         proc.stop()
         sampler.stop()
@@ -310,7 +316,7 @@ def run(
     rows = [batch_row(p, topic) for _, p in sorted(seen.items())]
     for row in rows:
         row["cpu_s"] = sampler.between(row["start_ms"], row["start_ms"] + row["duration_ms"])
-    if contender == "partition-stage":
+    if contender in STAGES:
         stage_watermarks(rows, folder / STAGE_LOG)
     first = rows[0]["start_ms"] if rows else started_ms
     r = Run(contender, backlog.name, rnd, job, (first - started_ms) / 1000, rows, wall_s=wall)

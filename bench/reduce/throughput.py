@@ -211,7 +211,7 @@ def run_distribution(
     }
 
 
-SUBJECTS = ("ballast", "partition-stage")  # each is paired with every native query of its round
+SUBJECTS = ("ballast", "partition-stage", "partition-stage-direct")  # each paired with every native query
 
 
 def pair_round(rnd: int, done: dict[str, Run], runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ COLORS = {
     "native-rocksdb": "tab:orange",
     "native-hdfs": "tab:gray",
     "partition-stage": "tab:green",
+    "partition-stage-direct": "tab:olive",
 }
 KINDS = ("driver", "jvm", "python_workers")
 
