@@ -96,9 +96,8 @@ class Stage:
         self.output_topic = args.output_topic
         self.job = args.job
         self.delay_ms = duration_ms(args.watermark_delay)
-        self.task_writes = args.task_writes_output
         self.cfg = TaskConfig(args.stage_state_dir, duration_ms(args.window), kafka, args.changelog_topic,
-                              args.output_topic if self.task_writes else "", args.job)  # fmt: skip
+                              args.output_topic if args.task_writes_output else "", args.job)  # fmt: skip
         self.log_path = Path(args.stage_log)
         self.max_seen = NO_EVENT
         self.watermark = 0
@@ -136,7 +135,7 @@ class Stage:
             self._write_log({"plan": plan, "exchanges": plan.count("Exchange")})
             print(f"partition-stage: executed plan ({plan.count('Exchange')} Exchange):\n{plan}",
                   file=sys.stderr, flush=True)  # fmt: skip
-        if self.task_writes:  # the tasks wrote their windows: only the stats rows come back
+        if self.cfg.output_topic:  # the tasks wrote their windows: only the stats rows come back
             return out.collect()
         out = out.persist(StorageLevel.MEMORY_AND_DISK)
         try:
