@@ -40,15 +40,17 @@ batch's changed entries and a tombstone per closed window also go to a compacted
 (``--changelog-topic``, one partition per routed partition; the producer in the task waits for
 the acks before the task ends), so the measured cost holds what a recoverable design pays.
 
+With ``--exactly-once`` (the ``partition-stage-eos`` contender) each task writes its changelog
+records, a meta record holding the batch id, and its closed windows in one Kafka transaction of a
+producer fenced per partition (:mod:`bench.reduce.partition_exactly_once`): a ``read_committed``
+reader sees every window once across crashes and replays, a zombie attempt is fenced, and a host
+without the state file (or with a stale one) rebuilds it from the committed changelog. Spark's
+checkpoint still owns the source offsets: the batch id in the changelog is what makes a rerun
+batch a no-op, since Spark reruns a batch with the offsets its offset log fixed.
+
 What the prototype does not do (a production version would):
 
-* rebuild a partition's state from the changelog on a host without the file (the file is a cache
-  of the changelog: read the changelog partition to its end, apply in order);
-* fence a zombie task (two attempts of one partition's task writing the changelog: a
-  transactional producer per partition with ``transactional.id = job/partition``);
-* exactly-once output: the windows are written at least once (a replayed batch writes them
-  again), like the native query's Kafka sink; exactly once would write the windows and the
-  changelog in one Kafka transaction per task, committed with the source offsets;
+* migration, routing updates, shedding and dead letters: the stage folds one mergeable aggregate;
 * no-data batches: Spark runs a batch without new records only for a stateful query, so the
   windows the last data batch's max would close are written when the next records arrive (the
   native query writes them in a no-data batch). The benchmark's check reads each run's last
@@ -96,8 +98,9 @@ class Stage:
         self.output_topic = args.output_topic
         self.job = args.job
         self.delay_ms = duration_ms(args.watermark_delay)
+        direct = args.task_writes_output or args.exactly_once
         self.cfg = TaskConfig(args.stage_state_dir, duration_ms(args.window), kafka, args.changelog_topic,
-                              args.output_topic if args.task_writes_output else "", args.job)  # fmt: skip
+                              args.output_topic if direct else "", args.job, args.exactly_once)  # fmt: skip
         self.log_path = Path(args.stage_log)
         self.max_seen = NO_EVENT
         self.watermark = 0
@@ -188,6 +191,7 @@ class Stage:
             "task_ms": [round(float(r["fold_ms"]), 1) for r in stats],
             "worker_pids": sorted({int(r["worker_pid"]) for r in stats}),
             "cache_reads": [int(r["cache_reads"]) for r in stats],
+            "restored": sum(1 for r in stats if r["restored"]),
             "open_end": self.open_end,
             "driver_s": round(time.monotonic() - started, 3),
         }
@@ -232,6 +236,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--task-writes-output",
         action="store_true",
         help="each task writes its closed windows with its own producer (one job a batch, no cache)",
+    )
+    ap.add_argument(
+        "--exactly-once",
+        action="store_true",
+        help="each task writes its changelog and windows in one Kafka transaction "
+        "(implies --task-writes-output)",
     )
     return ap.parse_args(argv)
 

@@ -16,11 +16,23 @@ from __future__ import annotations
 
 import os
 import pickle
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.reduce.partition_fold import PartitionState
 
-_CACHE: dict[str, tuple[tuple[int, int, int], PartitionState]] = {}
+
+@dataclass(frozen=True)
+class Stored:
+    """A saved state, and where the changelog stood when it was saved (exactly-once mode): the
+    offset just past the saving task's commit, and which producer committed it."""
+
+    state: PartitionState
+    changelog_end: int = -1  # -1: not known (the at-least-once stage does not track it)
+    writer: str = ""
+
+
+_CACHE: dict[str, tuple[tuple[int, int, int], Stored]] = {}
 READS = {"cache": 0, "file": 0}  # how this process's loads were answered (the stage reports them)
 
 
@@ -36,31 +48,40 @@ def _signature(path: Path) -> tuple[int, int, int] | None:
     return (s.st_ino, s.st_mtime_ns, s.st_size)
 
 
-def load(state_dir: str, partition: int) -> PartitionState:
-    """The partition's last saved state (a new one if none was saved)."""
+def load_stored(state_dir: str, partition: int) -> Stored | None:
+    """The partition's last saved state with its changelog position (None if none was saved)."""
     path = path_of(state_dir, partition)
     sig = _signature(path)
     if sig is None:
-        return PartitionState()
+        return None
     cached = _CACHE.get(str(path))
     if cached is not None and cached[0] == sig:
         READS["cache"] += 1
         return cached[1]
     READS["file"] += 1
     with open(path, "rb") as f:
-        state = pickle.load(f)
-    _CACHE[str(path)] = (sig, state)
-    return state
+        stored = pickle.load(f)
+    _CACHE[str(path)] = (sig, stored)
+    return stored
 
 
-def save(state_dir: str, partition: int, state: PartitionState) -> None:
+def load(state_dir: str, partition: int) -> PartitionState:
+    """The partition's last saved state (a new one if none was saved)."""
+    stored = load_stored(state_dir, partition)
+    return PartitionState() if stored is None else stored.state
+
+
+def save(
+    state_dir: str, partition: int, state: PartitionState, changelog_end: int = -1, writer: str = ""
+) -> None:
     """Replace the partition's state file atomically, and keep the state in this process."""
     path = path_of(state_dir, partition)
     path.parent.mkdir(parents=True, exist_ok=True)
+    stored = Stored(state, changelog_end, writer)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     with open(tmp, "wb") as f:
-        pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump(stored, f, protocol=pickle.HIGHEST_PROTOCOL)
     os.replace(tmp, path)
     sig = _signature(path)
     if sig is not None:
-        _CACHE[str(path)] = (sig, state)
+        _CACHE[str(path)] = (sig, stored)

@@ -17,7 +17,6 @@ and not on the driver: that is where a recoverable design pays it, per partition
 from __future__ import annotations
 
 import os
-import struct
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,13 +27,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ballast.kafka.configuration import KafkaConfig
-from bench.reduce import partition_store
+from bench.reduce import partition_exactly_once, partition_store
+from bench.reduce.partition_changelog import entry_records
 from bench.reduce.partition_fold import NO_EVENT, closed_rows, fold, open_min_end
 
 OUTPUT_DDL = (
     "partition int, key string, window_start long, window_end long, count long, sum double, "
     "min double, max double, mean double, max_event_ms long, late long, open_min_end long, "
-    "state_rows long, changelog long, fold_ms double, worker_pid long, cache_reads long"
+    "state_rows long, changelog long, fold_ms double, worker_pid long, cache_reads long, restored boolean"
 )
 OUTPUT = pa.schema(
     [
@@ -55,9 +55,9 @@ OUTPUT = pa.schema(
         ("fold_ms", pa.float64()),
         ("worker_pid", pa.int64()),
         ("cache_reads", pa.int64()),  # this worker's loads answered from memory so far
+        ("restored", pa.bool_()),  # exactly once: the state was read from the changelog, not the cache
     ]
 )
-ENTRY = struct.Struct("<qddd")  # count, sum, min, max
 FLUSH_S = 60.0
 
 _PRODUCERS: dict[tuple[str, str], Any] = {}
@@ -71,6 +71,7 @@ class TaskConfig:
     changelog_topic: str
     output_topic: str = ""  # set: the task writes the closed windows (else the driver's Kafka sink)
     job: str = ""  # the windows' job name, as the native query writes it
+    exactly_once: bool = False  # one transaction per task (bench.reduce.partition_exactly_once)
 
 
 def _producer(cfg: TaskConfig) -> Any:
@@ -80,10 +81,6 @@ def _producer(cfg: TaskConfig) -> Any:
     if key not in _PRODUCERS:
         _PRODUCERS[key] = Producer(cfg.kafka.producer(**{"linger.ms": 5}))
     return _PRODUCERS[key]
-
-
-def changelog_key(key: str, window_start: int) -> bytes:
-    return f"{key}\x00{window_start}".encode()
 
 
 def send_changelog(cfg: TaskConfig, partition: int, changed: Any, removed: Any, windows: Any = None) -> int:
@@ -98,23 +95,14 @@ def send_changelog(cfg: TaskConfig, partition: int, changed: Any, removed: Any, 
             failed.append(str(err))
 
     if windows is not None and len(windows):
-        send_windows(cfg, windows, on_delivery)
+        send_windows(producer, cfg, windows, on_delivery)
 
-    topic = cfg.changelog_topic
-    keys = changed.index.get_level_values(0)
-    starts = changed.index.get_level_values(1)
-    figures = zip(changed["count"].to_numpy(), changed["sum"].to_numpy(), changed["min"].to_numpy(),
-                  changed["max"].to_numpy(), strict=True)  # fmt: skip
     n = 0
-    for k, s, (c, total, lo, hi) in zip(keys, starts, figures, strict=True):
-        producer.produce(topic, ENTRY.pack(int(c), total, lo, hi), changelog_key(k, int(s)),
-                         partition=partition, on_delivery=on_delivery)  # fmt: skip
+    for key, value in entry_records(changed, removed):
+        producer.produce(cfg.changelog_topic, value, key, partition=partition, on_delivery=on_delivery)
         n += 1
         if n % 10_000 == 0:
             producer.poll(0)
-    for k, s in removed:
-        producer.produce(topic, None, changelog_key(k, int(s)), partition=partition, on_delivery=on_delivery)
-        n += 1
     left = producer.flush(FLUSH_S)
     if left or failed:
         raise RuntimeError(f"changelog of partition {partition}: {left} not sent, {len(failed)} failed "
@@ -136,12 +124,12 @@ def window_record(job: str, key: str, start: int, end: int, count: int, total: f
     }  # fmt: skip
 
 
-def send_windows(cfg: TaskConfig, rows: Any, on_delivery: Any) -> int:
-    """The closed windows to ``cfg.output_topic``, keyed ``job:start:end:key`` as the native query
-    keys them; the caller's flush waits for their acks with the changelog's."""
+def send_windows(producer: Any, cfg: TaskConfig, rows: Any, on_delivery: Any) -> int:
+    """The closed windows to ``cfg.output_topic`` with ``producer``, keyed ``job:start:end:key`` as
+    the native query keys them; the caller's flush (or commit) waits for their acks."""
     from ballast.avro.codec import AvroCodec
 
-    producer, codec = _producer(cfg), AvroCodec("io.ballast.OutputResult")
+    codec = AvroCodec("io.ballast.OutputResult")
     columns = zip(
         rows["key"].to_numpy(dtype=object), rows["window_start"].to_numpy(dtype=np.int64),
         rows["window_end"].to_numpy(dtype=np.int64), rows["count"].to_numpy(dtype=np.int64),
@@ -176,6 +164,15 @@ def run_task(
     keys = data["key"].to_numpy(zero_copy_only=False)
     values = data["value"].to_numpy(zero_copy_only=False)
     times = data["t"].to_numpy(zero_copy_only=False).astype(np.int64)
+    restored = None
+    if cfg.exactly_once:
+        new, done, sent, how = partition_exactly_once.run_batch(
+            cfg, partition, batch_id, watermark_ms, (keys, values, times), send_windows
+        )
+        restored = how == "restored"
+        late = done.late if done is not None else (new.last_late if new.batch_id == batch_id else 0)
+        yield _stats(cfg, partition, new, new.max_event_ms, late, sent, started, restored)
+        return
     state = partition_store.load(cfg.state_dir, partition)
     new, step = fold(state, batch_id, keys, values, times, watermark_ms, cfg.window_ms)
     sent = 0
@@ -202,16 +199,23 @@ def run_task(
             },
             schema=OUTPUT,
         )
+    yield _stats(cfg, partition, new, step.max_event_ms, step.late, sent, started, restored)
+
+
+def _stats(cfg: TaskConfig, partition: int, new: Any, max_event_ms: int, late: int, sent: int, started: float,
+           restored: bool | None) -> pa.RecordBatch:  # fmt: skip
+    """The task's one stats row (key null): what the driver needs for the watermark and idle partitions."""
     stats = {c: pa.nulls(1, OUTPUT.field(c).type) for c in OUTPUT.names}
     stats |= {
         "partition": pa.array([partition], pa.int32()),
-        "max_event_ms": pa.array([step.max_event_ms if step.max_event_ms != NO_EVENT else None], pa.int64()),
-        "late": pa.array([step.late], pa.int64()),
+        "max_event_ms": pa.array([max_event_ms if max_event_ms != NO_EVENT else None], pa.int64()),
+        "late": pa.array([late], pa.int64()),
         "open_min_end": pa.array([open_min_end(new, cfg.window_ms)], pa.int64()),
         "state_rows": pa.array([len(new.table)], pa.int64()),
         "changelog": pa.array([sent], pa.int64()),
         "fold_ms": pa.array([(time.perf_counter() - started) * 1000], pa.float64()),
         "worker_pid": pa.array([os.getpid()], pa.int64()),
         "cache_reads": pa.array([partition_store.READS["cache"]], pa.int64()),
+        "restored": pa.array([restored], pa.bool_()),
     }
-    yield pa.RecordBatch.from_pydict(stats, schema=OUTPUT)
+    return pa.RecordBatch.from_pydict(stats, schema=OUTPUT)

@@ -13,6 +13,8 @@ Contenders (each a process with a ``local[cores]`` Spark of its own, a new check
   records, so its run ends on the settle wait.
 * ``partition-stage-direct``: the same prototype whose tasks write their closed windows themselves
   (``--task-writes-output``): one Spark job a batch instead of a cached one read twice.
+* ``partition-stage-eos``: the direct stage with one Kafka transaction per task (``--exactly-once``):
+  what the design costs once its output is exactly once and its state recoverable.
 
 A run is over once a batch has read the routed topic to its ends and the batch after it (no data:
 the watermark moved past the last windows, which both contenders then write) has run, or nothing
@@ -57,6 +59,7 @@ CONTENDERS = {
     "native-hdfs": "native, Spark's default store",
     "partition-stage": "prototype: per-partition stage, no state operator",
     "partition-stage-direct": "prototype: per-partition stage, tasks write their windows",
+    "partition-stage-eos": "prototype: per-partition stage, one transaction per task (exactly once)",
     "peer-1s": "groupBy(key) transformWithState, P = S",
     "peer-4s": "groupBy(key) transformWithState, P = 4S",
     "peer-8s": "groupBy(key) transformWithState, P = 8S",
@@ -73,10 +76,13 @@ PEERS = {
 MODULES = {  # the rest: bench.reduce.native
     "partition-stage": "bench.reduce.partition_stage",
     "partition-stage-direct": "bench.reduce.partition_stage",
+    "partition-stage-eos": "bench.reduce.partition_stage",
     **dict.fromkeys(PEERS, "bench.reduce.peer"),
 }
 BALLAST = ("ballast", "ballast-2w", "ballast-routed")  # contenders that are Ballast's reduce job
-STAGES = ("partition-stage", "partition-stage-direct")  # the prototype's two ways to write windows
+# the prototype's ways to write windows: the driver's sink, the tasks, the tasks in transactions
+STAGES = ("partition-stage", "partition-stage-direct", "partition-stage-eos")
+STAGE_FLAGS = {"partition-stage-direct": ["--task-writes-output"], "partition-stage-eos": ["--exactly-once"]}
 STAGE_LOG = "stage.jsonl"
 SETTLE_S = 15.0  # after the last data batch: how long to wait for the batch that closes the last windows
 
@@ -232,7 +238,7 @@ class _Process:
                 "--stage-state-dir", str(folder / "state"),
                 "--changelog-topic", f"{self.pipe.layout.name('routed')}-{job}-changelog",
                 "--stage-log", str(folder / STAGE_LOG),
-                *(["--task-writes-output"] if contender == "partition-stage-direct" else []),
+                *STAGE_FLAGS.get(contender, []),
             ]  # fmt: skip
         elif contender in PEERS:
             per_slot, api, store = PEERS[contender]
@@ -348,6 +354,7 @@ def stage_watermarks(rows: list[dict], path: Path) -> None:
                 "task_ms",
                 "worker_pids",
                 "cache_reads",
+                "restored",
                 "driver_s",
             )
             row["stage"] = {k: entry.get(k) for k in keep}

@@ -211,7 +211,8 @@ def run_distribution(
     }
 
 
-SUBJECTS = ("ballast", "partition-stage", "partition-stage-direct")  # each paired with every native query
+# each paired with every native query
+SUBJECTS = ("ballast", "partition-stage", "partition-stage-direct", "partition-stage-eos")
 
 
 def pair_round(rnd: int, done: dict[str, Run], runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ COLORS = {
     "native-hdfs": "tab:gray",
     "partition-stage": "tab:green",
     "partition-stage-direct": "tab:olive",
+    "partition-stage-eos": "tab:cyan",
 }
 KINDS = ("driver", "jvm", "python_workers")
 
