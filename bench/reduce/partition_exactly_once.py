@@ -51,6 +51,7 @@ class Owner:
 
 
 _OWNERS: dict[tuple[str, int], Owner] = {}
+PHASE_MS: dict[str, float] = {}  # the last task's time per phase (the stage logs them)
 _CONSUMERS: dict[tuple[str, str, str], Any] = {}
 
 
@@ -151,7 +152,9 @@ def start_state(cfg: Any, partition: int) -> tuple[PartitionState, Owner, str]:
             return stored.state, owner, "cache"
         if end < stored.changelog_end:
             stored = None  # ahead of the changelog: not this changelog's state
+    t0 = time.perf_counter()
     owner = _new_owner(cfg, partition)
+    PHASE_MS["init"] = (time.perf_counter() - t0) * 1000
     end = changelog_end(ends, topic, partition)
     known = stored is not None and stored.changelog_end >= 0
     base, start = (stored.state, stored.changelog_end) if known else (PartitionState(), 0)
@@ -212,10 +215,17 @@ def run_batch(
 ) -> tuple[PartitionState, Step | None, int, str]:
     """One partition's batch, exactly once: (state after it, its step or None for a batch already
     committed, changelog records sent, how the state was had)."""
+    PHASE_MS.clear()
+    t0 = time.perf_counter()
     state, owner, how = start_state(cfg, partition)
+    t1 = time.perf_counter()
+    PHASE_MS["start"] = (t1 - t0) * 1000
     if batch_id <= state.batch_id:
         return state, None, 0, how
     new, step = fold(state, batch_id, *columns, watermark_ms, cfg.window_ms)
+    t2 = time.perf_counter()
     end = commit_batch(cfg, partition, owner, new, step, send_windows)
+    t3 = time.perf_counter()
     partition_store.save(cfg.state_dir, partition, new, end, owner.token)
+    PHASE_MS.update(fold=(t2 - t1) * 1000, commit=(t3 - t2) * 1000, save=(time.perf_counter() - t3) * 1000)
     return new, step, len(step.changed) + len(step.removed) + 1, how

@@ -192,11 +192,21 @@ class Stage:
             "worker_pids": sorted({int(r["worker_pid"]) for r in stats}),
             "cache_reads": [int(r["cache_reads"]) for r in stats],
             "restored": sum(1 for r in stats if r["restored"]),
+            "phase_ms": phase_totals(stats),
             "open_end": self.open_end,
             "driver_s": round(time.monotonic() - started, 3),
         }
         self.done[batch_id] = row
         self._write_log(row)
+
+
+def phase_totals(stats: list[Any]) -> dict[str, float]:
+    """The exactly-once tasks' time per phase, summed over the batch's tasks (empty otherwise)."""
+    totals: dict[str, float] = {}
+    for r in stats:
+        for phase, ms in json.loads(r["phase_ms"] or "{}").items():
+            totals[phase] = round(totals.get(phase, 0.0) + ms, 1)
+    return totals
 
 
 def ensure_changelog(kafka: KafkaConfig, topic: str, partitions: int) -> None:

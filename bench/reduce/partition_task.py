@@ -16,6 +16,7 @@ and not on the driver: that is where a recoverable design pays it, per partition
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -34,7 +35,8 @@ from bench.reduce.partition_fold import NO_EVENT, closed_rows, fold, open_min_en
 OUTPUT_DDL = (
     "partition int, key string, window_start long, window_end long, count long, sum double, "
     "min double, max double, mean double, max_event_ms long, late long, open_min_end long, "
-    "state_rows long, changelog long, fold_ms double, worker_pid long, cache_reads long, restored boolean"
+    "state_rows long, changelog long, fold_ms double, worker_pid long, cache_reads long, restored boolean, "
+    "phase_ms string"
 )
 OUTPUT = pa.schema(
     [
@@ -56,6 +58,7 @@ OUTPUT = pa.schema(
         ("worker_pid", pa.int64()),
         ("cache_reads", pa.int64()),  # this worker's loads answered from memory so far
         ("restored", pa.bool_()),  # exactly once: the state was read from the changelog, not the cache
+        ("phase_ms", pa.string()),  # exactly once: JSON of the task's time per phase
     ]
 )
 FLUSH_S = 60.0
@@ -205,6 +208,7 @@ def run_task(
 def _stats(cfg: TaskConfig, partition: int, new: Any, max_event_ms: int, late: int, sent: int, started: float,
            restored: bool | None) -> pa.RecordBatch:  # fmt: skip
     """The task's one stats row (key null): what the driver needs for the watermark and idle partitions."""
+    phases = partition_exactly_once.PHASE_MS
     stats = {c: pa.nulls(1, OUTPUT.field(c).type) for c in OUTPUT.names}
     stats |= {
         "partition": pa.array([partition], pa.int32()),
@@ -217,5 +221,6 @@ def _stats(cfg: TaskConfig, partition: int, new: Any, max_event_ms: int, late: i
         "worker_pid": pa.array([os.getpid()], pa.int64()),
         "cache_reads": pa.array([partition_store.READS["cache"]], pa.int64()),
         "restored": pa.array([restored], pa.bool_()),
+        "phase_ms": pa.array([json.dumps(phases) if cfg.exactly_once else None], pa.string()),
     }
     return pa.RecordBatch.from_pydict(stats, schema=OUTPUT)

@@ -355,6 +355,7 @@ def stage_watermarks(rows: list[dict], path: Path) -> None:
                 "worker_pids",
                 "cache_reads",
                 "restored",
+                "phase_ms",
                 "driver_s",
             )
             row["stage"] = {k: entry.get(k) for k in keep}
