@@ -6,6 +6,10 @@ needs no library; the write is atomic (a temporary file, ``fsync`` left to the O
 ``os.replace``), so a crash leaves the previous batch's state, and the batch id in it turns a
 replay into a no-op (:func:`bench.reduce.partition_fold.fold`).
 
+In exactly-once mode the file also records the changelog's end just past its own commit and the
+producer that made it (:class:`Stored`): the file is then only a cache of the changelog, trusted
+when both still match (:mod:`bench.reduce.partition_exactly_once`).
+
 The in-process cache: Spark reuses its Python workers, so the state a worker wrote last batch is
 usually still in its memory. But any of the ``local[cores]`` workers may get a partition's task,
 so the cache is trusted only when the file is the very one this process wrote (same inode and

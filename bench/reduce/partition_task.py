@@ -7,7 +7,9 @@ closed window) to the compacted changelog topic and wait for the broker's acks, 
 then give the closed windows and one *stats* row (key null: the partition's max event time, late
 records, its oldest open window) to the driver. With ``output_topic`` set the task writes the closed
 windows itself, with the producer it already holds (:func:`send_windows`), and gives the driver the
-stats row only: one Spark job a batch, no cache, no JVM encoder or sink.
+stats row only: one Spark job a batch, no cache, no JVM encoder or sink. With ``exactly_once`` the
+changelog and the windows go out in one Kafka transaction instead
+(:mod:`bench.reduce.partition_exactly_once`), and a batch already committed writes nothing.
 
 Why the changelog is sent before the state file is replaced: a crash in between replays the batch
 from the previous state, and sends the same entries again, which compaction keeps once. Why here
