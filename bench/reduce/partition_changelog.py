@@ -97,3 +97,16 @@ def entry_records(changed: pd.DataFrame, removed: Any) -> Iterable[tuple[bytes, 
         yield changelog_key(k, int(s)), ENTRY.pack(int(c), total, lo, hi)
     for k, s in removed:
         yield changelog_key(k, int(s)), None
+
+
+def produce_records(
+    producer: Any, topic: str, partition: int, records: Iterable[tuple[bytes, bytes | None]], on_delivery: Any
+) -> int:
+    """Hand ``records`` to ``producer`` for the changelog's ``partition`` (serving delivery reports
+    every 10,000 so its queue drains); how many. The caller's flush or commit waits for the acks."""
+    n = 0
+    for n, (key, value) in enumerate(records, 1):
+        producer.produce(topic, value, key, partition=partition, on_delivery=on_delivery)
+        if n % 10_000 == 0:
+            producer.poll(0)
+    return n

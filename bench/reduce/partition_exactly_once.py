@@ -29,12 +29,19 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
 
 from bench.reduce import partition_store
-from bench.reduce.partition_changelog import META_KEY, apply_records, entry_records, meta_value
+from bench.reduce.partition_changelog import (
+    META_KEY,
+    apply_records,
+    entry_records,
+    meta_value,
+    produce_records,
+)
 from bench.reduce.partition_fold import PartitionState, Step, closed_rows, fold
 
 FLUSH_S = 60.0
@@ -185,12 +192,8 @@ def commit_batch(
 
     try:
         producer.begin_transaction()
-        topic = cfg.changelog_topic
-        for n, (key, value) in enumerate(entry_records(step.changed, step.removed), 1):
-            producer.produce(topic, value, key, partition=partition, on_delivery=on_changelog)
-            if n % 10_000 == 0:
-                producer.poll(0)
-        producer.produce(topic, meta_value(new), META_KEY, partition=partition, on_delivery=on_changelog)
+        records = chain(entry_records(step.changed, step.removed), [(META_KEY, meta_value(new))])
+        produce_records(producer, cfg.changelog_topic, partition, records, on_changelog)
         rows = closed_rows(step.closed, cfg.window_ms)
         if len(rows):
             send_windows(producer, cfg, rows, on_window)

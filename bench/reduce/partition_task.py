@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 
 from ballast.kafka.configuration import KafkaConfig
 from bench.reduce import partition_exactly_once, partition_store
-from bench.reduce.partition_changelog import entry_records
+from bench.reduce.partition_changelog import entry_records, produce_records
 from bench.reduce.partition_fold import NO_EVENT, closed_rows, fold, open_min_end
 
 OUTPUT_DDL = (
@@ -102,12 +102,8 @@ def send_changelog(cfg: TaskConfig, partition: int, changed: Any, removed: Any, 
     if windows is not None and len(windows):
         send_windows(producer, cfg, windows, on_delivery)
 
-    n = 0
-    for key, value in entry_records(changed, removed):
-        producer.produce(cfg.changelog_topic, value, key, partition=partition, on_delivery=on_delivery)
-        n += 1
-        if n % 10_000 == 0:
-            producer.poll(0)
+    records = entry_records(changed, removed)
+    n = produce_records(producer, cfg.changelog_topic, partition, records, on_delivery)
     left = producer.flush(FLUSH_S)
     if left or failed:
         raise RuntimeError(f"changelog of partition {partition}: {left} not sent, {len(failed)} failed "
