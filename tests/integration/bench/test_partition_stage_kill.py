@@ -17,12 +17,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ballast.avro.codec import AvroCodec
 from ballast.avro.wire import DATA_PREFIX, data_suffix, encode_input_body, zigzag
 from ballast.cli.connection import ConnectionSettings
 from ballast.kafka.configuration import KafkaConfig
-from ballast.kafka.follow import TopicFollower
 from ballast.waiting import wait_until
+from tests.support.stage_windows import assert_each_window_once, committed_windows, window_reference
 
 ROOT = Path(__file__).resolve().parents[3]
 PARTITIONS = 4
@@ -151,27 +150,7 @@ def test_every_window_is_committed_exactly_once_across_two_kills(
     )
     watermark = rows[-1]["watermark_ms"]
 
-    frame["window_start"] = frame["t"] - frame["t"] % WINDOW_MS
-    g = frame.groupby(["key", "window_start"])["value"]
-    expected = pd.DataFrame({"count": g.size(), "sum": g.sum(), "min": g.min(), "max": g.max()})
-    expected = expected[expected.index.get_level_values("window_start") + WINDOW_MS <= watermark].sort_index()
+    expected = window_reference(frame, WINDOW_MS)
+    expected = expected[expected.index.get_level_values("window_start") + WINDOW_MS <= watermark]
     assert len(expected) >= PARTITIONS * KEYS * 4, f"only {len(expected)} windows closed: the check is thin"
-
-    codec = AvroCodec("io.ballast.OutputResult")
-    with TopicFollower(kafka_config, output) as f:
-        records = [codec.decode(m.value()) for m in f.read_to_end(60)]
-    got = pd.DataFrame(
-        [
-            (r["key"], r["window_start"], r["count"], r["sum"], r["min"], r["max"])
-            for r in records
-            if r["job"] == job
-        ],
-        columns=["key", "window_start", "count", "sum", "min", "max"],
-    )
-    dupes = got[got.duplicated(["key", "window_start"], keep=False)]
-    assert dupes.empty, f"{len(dupes)} window records are duplicates:\n{dupes.head(20)}"
-    got = got.set_index(["key", "window_start"]).sort_index()
-    missing = expected.index.difference(got.index)
-    extra = got.index.difference(expected.index)
-    assert missing.empty and extra.empty, f"missing {list(missing[:10])}, unexpected {list(extra[:10])}"
-    pd.testing.assert_frame_equal(got, expected, check_dtype=False)
+    assert_each_window_once(committed_windows(kafka_config, output, job), expected)

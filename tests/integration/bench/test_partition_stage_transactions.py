@@ -14,13 +14,12 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaException
 
-from ballast.avro.codec import AvroCodec
 from ballast.kafka.configuration import KafkaConfig
-from ballast.kafka.follow import TopicFollower
 from bench.reduce import partition_exactly_once, partition_store, partition_task
 from bench.reduce.partition_changelog import META_KEY
 from bench.reduce.partition_stage import CHANGELOG_CONFIG
 from bench.reduce.partition_task import TaskConfig, run_task
+from tests.support.stage_windows import assert_each_window_once, committed_windows, window_reference
 
 WINDOW_MS = 10_000
 KEYS = [f"k{i}" for i in range(40)]
@@ -42,9 +41,7 @@ def batch_records(batch: int, partition: int = 0, n: int = 400) -> pa.RecordBatc
 
 def reference(batches: range, partition: int = 0) -> pd.DataFrame:
     frame = pa.Table.from_batches([batch_records(b, partition) for b in batches]).to_pandas()
-    frame["window_start"] = frame["t"] - frame["t"] % WINDOW_MS
-    g = frame.groupby(["key", "window_start"])["value"]
-    return pd.DataFrame({"count": g.size(), "sum": g.sum(), "min": g.min(), "max": g.max()})
+    return window_reference(frame, WINDOW_MS)
 
 
 def run(cfg: TaskConfig, batch: int, partition: int = 0) -> dict:
@@ -54,28 +51,9 @@ def run(cfg: TaskConfig, batch: int, partition: int = 0) -> dict:
     return out[0].to_pylist()[0]
 
 
-def windows(kafka: KafkaConfig, topic: str, job: str) -> pd.DataFrame:
-    """Every window record of ``job`` a read_committed reader sees: one row per record."""
-    codec = AvroCodec("io.ballast.OutputResult")
-    with TopicFollower(kafka, topic) as f:
-        messages = f.read_to_end(60)
-    rows = [codec.decode(m.value()) for m in messages]
-    rows = [
-        (r["key"], r["window_start"], r["count"], r["sum"], r["min"], r["max"])
-        for r in rows
-        if r["job"] == job
-    ]
-    return pd.DataFrame(rows, columns=["key", "window_start", "count", "sum", "min", "max"])
-
-
 def assert_exactly_once(kafka: KafkaConfig, cfg: TaskConfig, closed: range, partition: int = 0) -> None:
-    got = windows(kafka, cfg.output_topic, cfg.job)
-    dupes = got[got.duplicated(["key", "window_start"], keep=False)]
-    assert dupes.empty, f"windows written more than once:\n{dupes}"
-    expected = reference(closed, partition)
-    got = got.set_index(["key", "window_start"]).sort_index()
-    assert list(got.index) == list(expected.index), "the closed windows differ from the reference"
-    pd.testing.assert_frame_equal(got, expected.sort_index(), check_dtype=False)
+    got = committed_windows(kafka, cfg.output_topic, cfg.job)
+    assert_each_window_once(got, reference(closed, partition))
 
 
 @pytest.fixture
@@ -141,7 +119,7 @@ def test_a_batch_that_died_before_its_commit_is_aborted_and_rerun(
     assert_exactly_once(kafka_config, cfg, range(2))
     # the dead attempt's windows are in the log, aborted: a read_uncommitted reader sees them twice
     dirty = kafka_config.with_overrides(**{"isolation.level": "read_uncommitted"})
-    seen = windows(dirty, cfg.output_topic, cfg.job)
+    seen = committed_windows(dirty, cfg.output_topic, cfg.job)
     assert seen.duplicated(["key", "window_start"]).any(), (
         "the aborted attempt left no records: the test proves nothing"
     )
