@@ -1,63 +1,51 @@
 """The partition stage's exactly-once batch: one Kafka transaction per task, fenced per partition.
 
-Each task (one routed partition, one batch) writes, in **one transaction** of a producer whose
+Each task (one routed partition, one batch) writes, in **one transaction** of the producer whose
 ``transactional.id`` is ``job-stage-partition``: the batch's changelog entries and tombstones, the
 meta record (batch id, max event time: :mod:`bench.reduce.partition_changelog`) and the closed
 windows. A ``read_committed`` reader of the output sees each window once: a batch that crashed
 before its commit is aborted and rerun; a batch that committed and is rerun (Spark replays a batch
 its commit log lacks) finds its batch id in the committed changelog and writes nothing.
 
+The producer lives in the host's agent (:mod:`bench.reduce.partition_agent`), not in the Python
+worker: a partition that changes worker keeps its producer. The task opens a session (a new
+generation: an older attempt's commit is refused), folds, and hands the agent the whole batch.
+
 Which state a task starts from. The local file (:mod:`bench.reduce.partition_store`) is a cache of
 the changelog; it records the changelog's end just past its own commit (the last record's offset +
 2: the commit marker follows it, and no other producer can write this partition while this one
-holds the fence) and which producer instance committed it. The task trusts the cache, and its
-cached producer, only when the changelog still ends there and the file is this producer's own
-commit. Otherwise (another Python worker or host took the partition, a crash between commit and
-file, a new host, a zombie) it opens a new producer, whose ``init_transactions`` fences every
-earlier writer of the partition and aborts their open transaction, then reads the committed
-changelog from the file's end (or from the start) to its end. A file ahead of the changelog is
-not this changelog's (a topic recreated under it) and is discarded.
+holds the fence) and which producer instance committed it. The task trusts the cache only when the
+changelog still ends there and the file is the agent's current producer's own commit. Otherwise
+(another host took the partition, a crash between commit and file, a new host, a new agent) it
+reads the committed changelog from the file's end (or from the start) to its end; a new producer's
+``init_transactions`` has fenced every earlier writer and aborted their open transaction first. A
+file ahead of the changelog is not this changelog's (a topic recreated under it) and is discarded.
 
-What this does not cover: a producer fenced by another that has not written yet still passes the
-check; its commit then fails with a fatal fenced error, the task fails, and Spark's retry opens a
-new producer. The cost of a partition changing hands is one ``init_transactions`` and a short
-read; ``bench/reduce`` measures it.
+What this does not cover: a producer fenced by another host that has not written yet still passes
+the check; its commit then fails with a fatal fenced error, the agent drops it, the task fails, and
+Spark's retry opens a new producer.
 """
 
 from __future__ import annotations
 
 import time
-import uuid
-from dataclasses import dataclass
-from itertools import chain
 from typing import Any
 
 import numpy as np
 
-from bench.reduce import partition_store
+from bench.reduce import partition_agent_client, partition_store
 from bench.reduce.partition_changelog import (
     META_KEY,
     apply_records,
     entry_records,
     meta_value,
-    produce_records,
 )
 from bench.reduce.partition_fold import PartitionState, Step, closed_rows, fold
 
-FLUSH_S = 60.0
 SETTLE_S = 10.0  # how long the changelog's end may lag a commit this process saw (markers pending)
 READ_S = 120.0
 
 
-@dataclass
-class Owner:
-    """This process's transactional producer for one partition, and a token naming the instance."""
-
-    producer: Any
-    token: str
-
-
-_OWNERS: dict[tuple[str, int], Owner] = {}
 PHASE_MS: dict[str, float] = {}  # the last task's time per phase (the stage logs them)
 _CONSUMERS: dict[tuple[str, str, str], Any] = {}
 
@@ -80,19 +68,10 @@ def _consumer(cfg: Any, isolation: str = "read_committed") -> Any:
     return _CONSUMERS[key]
 
 
-def _new_owner(cfg: Any, partition: int) -> Owner:
-    """A new producer for ``partition``: its ``init_transactions`` fences every earlier one."""
-    from confluent_kafka import Producer
-
-    key = (cfg.changelog_topic, partition)
-    _OWNERS.pop(key, None)
-    producer = Producer(
-        cfg.kafka.producer(**{"linger.ms": 5, "transactional.id": transactional_id(cfg.job, partition)})
-    )
-    producer.init_transactions(FLUSH_S)
-    owner = Owner(producer, uuid.uuid4().hex)
-    _OWNERS[key] = owner
-    return owner
+def open_session(cfg: Any, partition: int) -> partition_agent_client.Session:
+    """A session with the agent for ``partition``'s producer (opened, and fencing, if new)."""
+    config = cfg.kafka.producer(**{"linger.ms": 5, "transactional.id": transactional_id(cfg.job, partition)})
+    return partition_agent_client.open_session(cfg.kafka.bootstrap_servers, cfg.job, config)
 
 
 def changelog_end(consumer: Any, topic: str, partition: int) -> int:
@@ -146,66 +125,38 @@ def _settled_end(consumer: Any, topic: str, partition: int, expected: int) -> in
     return end
 
 
-def start_state(cfg: Any, partition: int) -> tuple[PartitionState, Owner, str]:
-    """The partition's committed state and a producer holding its fence; how it was had
-    (``cache``: this producer's own last commit; ``restored``: read from the changelog)."""
+def start_state(cfg: Any, partition: int) -> tuple[PartitionState, partition_agent_client.Session, str]:
+    """The partition's committed state and a session holding its fence; how it was had
+    (``cache``: the agent's producer's own last commit; ``restored``: read from the changelog)."""
     ends, reader = _consumer(cfg, "read_uncommitted"), _consumer(cfg)
     topic = cfg.changelog_topic
-    stored = partition_store.load_stored(cfg.state_dir, partition)
-    owner = _OWNERS.get((topic, partition))
-    if stored is not None and stored.changelog_end >= 0:
-        end = _settled_end(ends, topic, partition, stored.changelog_end)
-        if owner is not None and stored.writer == owner.token and end == stored.changelog_end:
-            return stored.state, owner, "cache"
-        if end < stored.changelog_end:
-            stored = None  # ahead of the changelog: not this changelog's state
-    t0 = time.perf_counter()
-    owner = _new_owner(cfg, partition)
-    PHASE_MS["init"] = (time.perf_counter() - t0) * 1000
-    end = changelog_end(ends, topic, partition)
-    known = stored is not None and stored.changelog_end >= 0
-    base, start = (stored.state, stored.changelog_end) if known else (PartitionState(), 0)
-    state = (
-        apply_records(base, read_committed(reader, topic, partition, start, end)) if end > start else base
-    )
-    return state, owner, "restored"
-
-
-def commit_batch(
-    cfg: Any, partition: int, owner: Owner, new: PartitionState, step: Step, send_windows: Any
-) -> int:
-    """Write the batch's changelog records, meta record and closed windows in one transaction;
-    returns the changelog's end just past the commit."""
-    producer = owner.producer
-    failed: list[str] = []
-    last = [-1]
-
-    def on_changelog(err: Any, msg: Any) -> None:
-        if err is not None:
-            failed.append(str(err))
-        else:
-            last[0] = max(last[0], msg.offset())
-
-    def on_window(err: Any, _msg: Any) -> None:
-        if err is not None:
-            failed.append(str(err))
-
+    session = open_session(cfg, partition)
+    PHASE_MS["init"] = session.init_ms
     try:
-        producer.begin_transaction()
-        records = chain(entry_records(step.changed, step.removed), [(META_KEY, meta_value(new))])
-        produce_records(producer, cfg.changelog_topic, partition, records, on_changelog)
-        rows = closed_rows(step.closed, cfg.window_ms)
-        if len(rows):
-            send_windows(producer, cfg, rows, on_window)
-        producer.commit_transaction(FLUSH_S)
-    except Exception:
-        _OWNERS.pop((cfg.changelog_topic, partition), None)  # fenced or failed: the next task opens anew
+        stored = partition_store.load_stored(cfg.state_dir, partition)
+        if stored is not None and stored.changelog_end >= 0:
+            end = _settled_end(ends, topic, partition, stored.changelog_end)
+            if stored.writer == session.token and end == stored.changelog_end:
+                return stored.state, session, "cache"
+            if end < stored.changelog_end:
+                stored = None  # ahead of the changelog: not this changelog's state
+        end = changelog_end(ends, topic, partition)
+        known = stored is not None and stored.changelog_end >= 0
+        base, start = (stored.state, stored.changelog_end) if known else (PartitionState(), 0)
+        records = read_committed(reader, topic, partition, start, end) if end > start else []
+        return apply_records(base, records), session, "restored"
+    except BaseException:
+        session.close()
         raise
-    if failed or last[0] < 0:
-        raise RuntimeError(
-            f"changelog of partition {partition}: committed, but {failed[:3]} (last {last[0]})"
-        )
-    return last[0] + 2  # the commit marker follows our last record
+
+
+def batch_writes(cfg: Any, partition: int, new: PartitionState, step: Step, encode_windows: Any) -> list:
+    """The batch's transaction as the agent takes it: the changelog records (entries, tombstones,
+    the meta record last) to the partition, then the closed windows to the output topic."""
+    changelog = [*entry_records(step.changed, step.removed), (META_KEY, meta_value(new))]
+    rows = closed_rows(step.closed, cfg.window_ms)
+    windows = list(encode_windows(cfg, rows)) if len(rows) else []
+    return [(cfg.changelog_topic, partition, changelog), (cfg.output_topic, None, windows)]
 
 
 def run_batch(
@@ -214,21 +165,28 @@ def run_batch(
     batch_id: int,
     watermark_ms: int,
     columns: tuple[np.ndarray, np.ndarray, np.ndarray],
-    send_windows: Any,
+    encode_windows: Any,
 ) -> tuple[PartitionState, Step | None, int, str]:
     """One partition's batch, exactly once: (state after it, its step or None for a batch already
     committed, changelog records sent, how the state was had)."""
     PHASE_MS.clear()
     t0 = time.perf_counter()
-    state, owner, how = start_state(cfg, partition)
-    t1 = time.perf_counter()
-    PHASE_MS["start"] = (t1 - t0) * 1000
-    if batch_id <= state.batch_id:
-        return state, None, 0, how
-    new, step = fold(state, batch_id, *columns, watermark_ms, cfg.window_ms)
-    t2 = time.perf_counter()
-    end = commit_batch(cfg, partition, owner, new, step, send_windows)
-    t3 = time.perf_counter()
-    partition_store.save(cfg.state_dir, partition, new, end, owner.token)
+    state, session, how = start_state(cfg, partition)
+    try:
+        t1 = time.perf_counter()
+        PHASE_MS["start"] = (t1 - t0) * 1000
+        if batch_id <= state.batch_id:
+            return state, None, 0, how
+        new, step = fold(state, batch_id, *columns, watermark_ms, cfg.window_ms)
+        writes = batch_writes(cfg, partition, new, step, encode_windows)
+        t2 = time.perf_counter()
+        last = session.commit(writes)
+        if last < 0:
+            raise RuntimeError(f"changelog of partition {partition}: the commit wrote no changelog record")
+        end = last + 2  # the commit marker follows our last record
+        t3 = time.perf_counter()
+        partition_store.save(cfg.state_dir, partition, new, end, session.token)
+    finally:
+        session.close()
     PHASE_MS.update(fold=(t2 - t1) * 1000, commit=(t3 - t2) * 1000, save=(time.perf_counter() - t3) * 1000)
-    return new, step, len(step.changed) + len(step.removed) + 1, how
+    return new, step, len(writes[0][2]), how

@@ -42,7 +42,8 @@ the acks before the task ends), so the measured cost holds what a recoverable de
 
 With ``--exactly-once`` (the ``partition-stage-eos`` contender) each task writes its changelog
 records, a meta record holding the batch id, and its closed windows in one Kafka transaction of a
-producer fenced per partition (:mod:`bench.reduce.partition_exactly_once`): a ``read_committed``
+producer fenced per partition, held by the host's agent (:mod:`bench.reduce.partition_exactly_once`,
+:mod:`bench.reduce.partition_agent`; the stage stops the agent when it stops): a ``read_committed``
 reader sees every window once across crashes and replays, a zombie attempt is fenced, and a host
 without the state file (or with a stale one) rebuilds it from the committed changelog. Spark's
 checkpoint still owns the source offsets: the batch id in the changelog is what makes a rerun
@@ -69,6 +70,7 @@ from typing import Any
 
 from ballast.cli.connection import ConnectionSettings
 from ballast.kafka.configuration import KafkaConfig
+from bench.reduce import partition_agent_client
 from bench.reduce.native import (
     add_query_arguments,
     contender_spark,
@@ -265,7 +267,11 @@ def main(argv: list[str] | None = None) -> int:
     ensure_changelog(kafka, args.changelog_topic, args.partitions)
     spark = contender_spark(args, dict(SPARK_CONF))
     label = f"partition-stage: query {args.job}"
-    return run_until_signalled(spark, lambda: start_query(spark, kafka, args), label)
+    try:
+        return run_until_signalled(spark, lambda: start_query(spark, kafka, args), label)
+    finally:
+        if args.exactly_once:
+            partition_agent_client.stop_agent(kafka.bootstrap_servers, args.job)
 
 
 if __name__ == "__main__":

@@ -125,9 +125,9 @@ def window_record(job: str, key: str, start: int, end: int, count: int, total: f
     }  # fmt: skip
 
 
-def send_windows(producer: Any, cfg: TaskConfig, rows: Any, on_delivery: Any) -> int:
-    """The closed windows to ``cfg.output_topic`` with ``producer``, keyed ``job:start:end:key`` as
-    the native query keys them; the caller's flush (or commit) waits for their acks."""
+def window_records(cfg: TaskConfig, rows: Any) -> Iterator[tuple[bytes, bytes]]:
+    """The closed windows as output records (key, Avro value), keyed ``job:start:end:key`` as the
+    native query keys them."""
     from ballast.avro.codec import AvroCodec
 
     codec = AvroCodec("io.ballast.OutputResult")
@@ -137,13 +137,18 @@ def send_windows(producer: Any, cfg: TaskConfig, rows: Any, on_delivery: Any) ->
         rows["sum"].to_numpy(dtype=np.float64), rows["min"].to_numpy(dtype=np.float64),
         rows["max"].to_numpy(dtype=np.float64), rows["mean"].to_numpy(dtype=np.float64), strict=True,
     )  # fmt: skip
-    n = 0
     for key, start, end, count, total, lo, hi, mean in columns:
         value = codec.encode(window_record(cfg.job, key, int(start), int(end), int(count), float(total),
                                            float(lo), float(hi), float(mean)))  # fmt: skip
-        producer.produce(cfg.output_topic, value, f"{cfg.job}:{start}:{end}:{key}".encode(),
-                         on_delivery=on_delivery)  # fmt: skip
-        n += 1
+        yield f"{cfg.job}:{start}:{end}:{key}".encode(), value
+
+
+def send_windows(producer: Any, cfg: TaskConfig, rows: Any, on_delivery: Any) -> int:
+    """The closed windows to ``cfg.output_topic`` with ``producer``; the caller's flush waits for
+    their acks."""
+    n = 0
+    for n, (key, value) in enumerate(window_records(cfg, rows), 1):
+        producer.produce(cfg.output_topic, value, key, on_delivery=on_delivery)
         if n % 10_000 == 0:
             producer.poll(0)
     return n
@@ -168,7 +173,7 @@ def run_task(
     restored = None
     if cfg.exactly_once:
         new, done, sent, how = partition_exactly_once.run_batch(
-            cfg, partition, batch_id, watermark_ms, (keys, values, times), send_windows
+            cfg, partition, batch_id, watermark_ms, (keys, values, times), window_records
         )
         restored = how == "restored"
         late = done.late if done is not None else (new.last_late if new.batch_id == batch_id else 0)

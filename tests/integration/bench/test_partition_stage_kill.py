@@ -1,7 +1,7 @@
 """The exactly-once partition stage under ``kill -9``, in real Spark: the query is killed twice
-mid-run (the second time its state files are wiped too, as on a new host) and restarted from its
-checkpoint; a read_committed read of the output must hold every closed window exactly once, equal
-to a pandas reference of the same records."""
+mid-run (the second time its host's producer agent is killed and its state files are wiped too, as
+on a new host) and restarted from its checkpoint; a read_committed read of the output must hold
+every closed window exactly once, equal to a pandas reference of the same records."""
 
 from __future__ import annotations
 
@@ -12,15 +12,19 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from ballast.avro.wire import DATA_PREFIX, data_suffix, encode_input_body, zigzag
 from ballast.cli.connection import ConnectionSettings
 from ballast.kafka.configuration import KafkaConfig
 from ballast.waiting import wait_until
+from bench.reduce import partition_agent_client
+from tests.support.stage_agent import agent_home
 from tests.support.stage_windows import assert_each_window_once, committed_windows, window_reference
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -88,7 +92,7 @@ class Stage:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        env = os.environ | {"PYTHONPATH": str(ROOT)}
+        env = os.environ | {"PYTHONPATH": str(ROOT)}  # BALLAST_STAGE_AGENT_DIR: the test's
         err = open(self.folder / "stage.err", "ab")  # noqa: SIM115 - the child holds it
         self.proc = subprocess.Popen(
             self.argv, cwd=ROOT, env=env, stdout=err, stderr=err, start_new_session=True
@@ -116,8 +120,22 @@ class Stage:
                 self.kill()
 
 
+@pytest.fixture
+def agent_dir(monkeypatch) -> Iterator[Path]:
+    with agent_home() as folder:
+        monkeypatch.setenv("BALLAST_STAGE_AGENT_DIR", str(folder))
+        yield folder
+
+
+def kill_agent(kafka: KafkaConfig, job: str) -> None:
+    conn = partition_agent_client.connect(kafka.bootstrap_servers, job)
+    with conn:
+        (pid,) = partition_agent_client.request(conn, "ping")
+    os.kill(pid, signal.SIGKILL)
+
+
 def test_every_window_is_committed_exactly_once_across_two_kills(
-    kafka_config, topic_factory, unique, tmp_path
+    kafka_config, topic_factory, unique, tmp_path, agent_dir
 ) -> None:
     frame = events()
     routed = topic_factory("routed", partitions=PARTITIONS)
@@ -136,7 +154,8 @@ def test_every_window_is_committed_exactly_once_across_two_kills(
         wait_until(lambda: stage.batches() >= done + 2, 180, "two batches after the restart")
         time.sleep(0.15)
         stage.kill()
-        shutil.rmtree(tmp_path / "state")  # a new host: no state files, only the changelog
+        kill_agent(kafka_config, job)  # a new host: no producer agent, no state files, only the changelog
+        shutil.rmtree(tmp_path / "state")
         stage.start()
         wait_until(
             lambda: stage.batches() and stage_rows(stage.log)[-1]["max_seen_ms"] >= last_t, 240, "the end"
