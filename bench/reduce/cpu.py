@@ -34,7 +34,7 @@ def _processes() -> dict[int, tuple[int, float, str]]:
 
 
 def kind(cmd: str) -> str:
-    if "pyspark.daemon" in cmd:
+    if "pyspark.daemon" in cmd or "bench.reduce.partition_agent" in cmd:  # the agent: the workers' producing
         return "python_workers"
     return "jvm" if cmd.split(" ", 1)[0].endswith("java") else "driver"
 

@@ -229,6 +229,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--idle", type=float, default=IDLE_S, help=f"seconds without a session before exiting ({IDLE_S:.0f})"
     )
+    ap.add_argument(
+        "--owner",
+        default="",
+        help="the folder of the run that started it, only so that its command line names the run "
+        "(a tool following a run's processes by its folder finds the agent)",
+    )
     return ap.parse_args(argv)
 
 

@@ -56,7 +56,7 @@ def _dial(paths: AgentPaths) -> Connection | None:
         return None
 
 
-def _start(paths: AgentPaths) -> Connection:
+def _start(paths: AgentPaths, owner: str) -> Connection:
     """Start the agent unless another process just did; a connection to it."""
     with open(paths.lock, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -71,7 +71,7 @@ def _start(paths: AgentPaths) -> Connection:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH")))))
         idle = os.environ.get("BALLAST_STAGE_AGENT_IDLE_S", "120")
         argv = [sys.executable, "-m", "bench.reduce.partition_agent", "--socket", str(paths.socket),
-                "--key-file", str(paths.key), "--idle", idle]  # fmt: skip
+                "--key-file", str(paths.key), "--idle", idle, "--owner", owner]  # fmt: skip
         with open(paths.log, "ab") as out:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     env=env, start_new_session=True)  # fmt: skip
@@ -87,9 +87,10 @@ def _start(paths: AgentPaths) -> Connection:
         raise AgentError(f"the producer agent did not start (exit {proc.poll()}); its log ends:\n{tail}")
 
 
-def connect(bootstrap: str, job: str) -> Connection:
+def connect(bootstrap: str, job: str, owner: str = "") -> Connection:
+    """A connection to the agent of ``job`` on this host, started (naming ``owner``) if none runs."""
     paths = agent_paths(bootstrap, job)
-    return _dial(paths) or _start(paths)
+    return _dial(paths) or _start(paths, owner)
 
 
 def request(conn: Connection, *message: Any) -> tuple:
@@ -118,11 +119,11 @@ class Session:
         self.conn.close()
 
 
-def open_session(bootstrap: str, job: str, config: dict[str, Any]) -> Session:
+def open_session(bootstrap: str, job: str, config: dict[str, Any], owner: str = "") -> Session:
     """A new generation of ``config``'s transactional id (its producer opened if the agent had none).
     An agent that exits just as it is reached is started again, once."""
     for attempt in (1, 2):
-        conn = connect(bootstrap, job)
+        conn = connect(bootstrap, job, owner)
         try:
             token, generation, init_ms = request(conn, "open", config)
             return Session(conn, config["transactional.id"], token, generation, init_ms)

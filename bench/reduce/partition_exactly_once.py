@@ -71,7 +71,7 @@ def _consumer(cfg: Any, isolation: str = "read_committed") -> Any:
 def open_session(cfg: Any, partition: int) -> partition_agent_client.Session:
     """A session with the agent for ``partition``'s producer (opened, and fencing, if new)."""
     config = cfg.kafka.producer(**{"linger.ms": 5, "transactional.id": transactional_id(cfg.job, partition)})
-    return partition_agent_client.open_session(cfg.kafka.bootstrap_servers, cfg.job, config)
+    return partition_agent_client.open_session(cfg.kafka.bootstrap_servers, cfg.job, config, cfg.state_dir)
 
 
 def changelog_end(consumer: Any, topic: str, partition: int) -> int:
