@@ -1,0 +1,109 @@
+"""DS2's decisions over time: warm-up after an action, activation over several evaluations, a
+scale-down delay, and the rules that keep it from flapping or fighting the shedder.
+
+The thesis leaves how activation aggregates its history open ("maximum or median"), and its code
+acts on the latest estimate. Ours, decided and tested:
+
+* **Scale up** a stage when its last ``activation`` estimates all ask for more than it has, to the
+  lower median of them: one spiky window neither triggers nor sizes it, and DS2's
+  no-overshoot property (under linear scaling an estimate never exceeds the need) makes the
+  median safe. Any scale-up applies, even +1.
+* **Scale down** a stage only when every estimate over ``scale_down_delay_s`` asks for at least
+  ``scale_down_min_drop`` fewer, to the **maximum** of them (Flink's autoscaler's rule after its
+  users' flapping reports): a count just revisited is not left again within the delay.
+* **Warm-up**: ``warmup`` evaluations after any action are ignored (rates measured while state
+  moves and JVMs warm are not the new configuration's).
+* **Never while the shedder sheds** for a scale-down (the load it hides is real), and a
+  scale-down history is cleared by shedding or by a scale-up of the stage.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from services.controller.scaling.ds2 import Estimate
+
+
+@dataclass(frozen=True)
+class DecisionSettings:
+    warmup: int = 2  # evaluations ignored after an action
+    activation: int = 3  # consecutive estimates that must agree before a scale-up
+    scale_down_delay_s: float = 600.0
+    scale_down_min_drop: int = 2
+
+    def __post_init__(self) -> None:
+        if (
+            self.warmup < 0
+            or self.activation < 1
+            or self.scale_down_delay_s < 0
+            or self.scale_down_min_drop < 1
+        ):
+            raise ValueError(f"invalid scaling settings: {self}")
+
+
+@dataclass(frozen=True)
+class StageDecision:
+    stage: str
+    before: int
+    after: int
+    reason: str
+
+
+@dataclass
+class _History:
+    ups: deque = field(default_factory=deque)  # the last `activation` optimal counts
+    downs: list[tuple[float, int]] = field(default_factory=list)  # (time, optimal) while all ask less
+
+
+class Decider:
+    """Feeds on one :func:`~services.controller.scaling.ds2.optimal_instances` result per
+    evaluation; says which stages to rescale. Pure: the caller applies and logs."""
+
+    def __init__(self, settings: DecisionSettings, counts: dict[str, int]) -> None:
+        self.settings = settings
+        self.counts = dict(counts)
+        self._history: dict[str, _History] = {s: _History(deque(maxlen=settings.activation)) for s in counts}
+        self._warming = 0
+
+    def evaluate(
+        self, now_s: float, estimates: dict[str, Estimate], shedding: bool = False
+    ) -> list[StageDecision]:
+        if self._warming > 0:
+            self._warming -= 1
+            return []
+        decisions = []
+        for stage, estimate in estimates.items():
+            self.counts.setdefault(stage, estimate.current)
+            decision = self._stage(stage, now_s, estimate.optimal, shedding)
+            if decision is not None:
+                decisions.append(decision)
+        if decisions:
+            self._warming = self.settings.warmup
+            for d in decisions:
+                self.counts[d.stage] = d.after
+                self._history[d.stage] = _History(deque(maxlen=self.settings.activation))
+        return decisions
+
+    def _stage(self, stage: str, now_s: float, optimal: int, shedding: bool) -> StageDecision | None:
+        current = self.counts[stage]
+        h = self._history.setdefault(stage, _History(deque(maxlen=self.settings.activation)))
+        h.ups.append(optimal)
+        if optimal > current:
+            h.downs.clear()
+            if len(h.ups) == self.settings.activation and min(h.ups) > current:
+                after = sorted(h.ups)[(len(h.ups) - 1) // 2]
+                return StageDecision(stage, current, after, f"{len(h.ups)} estimates above {current}: "
+                                     f"{list(h.ups)}, lower median {after}")  # fmt: skip
+            return None
+        if shedding or current - optimal < self.settings.scale_down_min_drop:
+            h.downs.clear()
+            return None
+        h.downs.append((now_s, optimal))
+        if now_s - h.downs[0][0] >= self.settings.scale_down_delay_s:
+            after = max(o for _t, o in h.downs)
+            span = now_s - h.downs[0][0]
+            drop = self.settings.scale_down_min_drop
+            why = f"{len(h.downs)} estimates over {span:.0f} s at least {drop} below {current}, max {after}"
+            return StageDecision(stage, current, after, why)
+        return None
