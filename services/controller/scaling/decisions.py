@@ -8,9 +8,11 @@ acts on the latest estimate. Ours, decided and tested:
   lower median of them: one spiky window neither triggers nor sizes it, and DS2's
   no-overshoot property (under linear scaling an estimate never exceeds the need) makes the
   median safe. Any scale-up applies, even +1.
-* **Scale down** a stage only when every estimate over ``scale_down_delay_s`` asks for at least
-  ``scale_down_min_drop`` fewer, to the **maximum** of them (Flink's autoscaler's rule after its
-  users' flapping reports): a count just revisited is not left again within the delay.
+* **Scale down** a stage only when every estimate over ``scale_down_delay_s`` asks for a real drop,
+  to the **maximum** of them (Flink's autoscaler's rule after its users' flapping reports): a
+  count just revisited is not left again within the delay. A real drop is ``scale_down_min_drop``
+  (2, DS2's code) or at least ``scale_down_min_fraction`` (a quarter) of the count: DS2's "ignore
+  changes by one" was for tens of instances, and would keep 2 routers for a load 1 carries forever.
 * **Warm-up**: ``warmup`` evaluations after any action are ignored (rates measured while state
   moves and JVMs warm are not the new configuration's).
 * **Never while the shedder sheds** for a scale-down (the load it hides is real), and a
@@ -31,6 +33,7 @@ class DecisionSettings:
     activation: int = 3  # consecutive estimates that must agree before a scale-up
     scale_down_delay_s: float = 600.0
     scale_down_min_drop: int = 2
+    scale_down_min_fraction: float = 0.25
 
     def __post_init__(self) -> None:
         if (
@@ -96,14 +99,18 @@ class Decider:
                 return StageDecision(stage, current, after, f"{len(h.ups)} estimates above {current}: "
                                      f"{list(h.ups)}, lower median {after}")  # fmt: skip
             return None
-        if shedding or current - optimal < self.settings.scale_down_min_drop:
+        drop = current - optimal
+        real = (
+            drop >= self.settings.scale_down_min_drop
+            or drop >= self.settings.scale_down_min_fraction * current
+        )
+        if shedding or drop <= 0 or not real:
             h.downs.clear()
             return None
         h.downs.append((now_s, optimal))
         if now_s - h.downs[0][0] >= self.settings.scale_down_delay_s:
             after = max(o for _t, o in h.downs)
             span = now_s - h.downs[0][0]
-            drop = self.settings.scale_down_min_drop
-            why = f"{len(h.downs)} estimates over {span:.0f} s at least {drop} below {current}, max {after}"
+            why = f"{len(h.downs)} estimates over {span:.0f} s well below {current}, max {after}"
             return StageDecision(stage, current, after, why)
         return None
