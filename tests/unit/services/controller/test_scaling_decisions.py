@@ -73,3 +73,10 @@ def test_a_step_never_revisits_a_count() -> None:
 def test_bad_settings_are_refused() -> None:
     with pytest.raises(ValueError):
         DecisionSettings(activation=0)
+
+
+def test_at_small_counts_a_quarter_is_a_real_drop() -> None:
+    d = Decider(DecisionSettings(warmup=0, activation=1, scale_down_delay_s=20), {"reduce": 2})
+    assert run(d, [1, 1, 1]) == [(2, 1)], "2 -> 1 halves the count: not flapping"
+    d = Decider(DecisionSettings(warmup=0, activation=1, scale_down_delay_s=20), {"reduce": 10})
+    assert run(d, [9, 9, 9, 9]) == [], "10 -> 9 is a tenth: flapping"
