@@ -87,3 +87,16 @@ def test_a_failed_commit_drops_the_producer_and_the_next_open_makes_a_new_one(ag
         agent.commit("job-stage-0", gen, [("changelog", 0, [(b"a", b"1")])])
     new_token, _gen, init_ms = agent.open(CONFIG)
     assert len(Recording.made) == 2 and new_token != token and init_ms > 0
+
+
+def test_an_agent_folder_others_can_read_is_refused(tmp_path, monkeypatch) -> None:
+    from bench.reduce.partition_agent_client import agent_paths
+
+    folder = tmp_path / "agents"
+    monkeypatch.setenv("BALLAST_STAGE_AGENT_DIR", str(folder))
+    paths = agent_paths("broker:9092", "job")
+    assert folder.stat().st_mode & 0o777 == 0o700 and paths.socket.parent == folder
+    assert agent_paths("broker:9092", "other").socket != paths.socket, "one agent per job"
+    folder.chmod(0o755)
+    with pytest.raises(PermissionError, match="0700"):
+        agent_paths("broker:9092", "job")
