@@ -219,6 +219,9 @@ def summary(e: dict) -> str:
             text += f" (seed {body['seed']})"
     elif kind == "MIGRATION_STEP":
         text = f"{body['phase']} {body['migration_id']}: {len(body.get('keys', []))} keys"
+    elif kind == "SCALING":
+        dry = " (dry run)" if body["mode"] == "DRY_RUN" else ""
+        text = f"{body['policy']}: {body['stage']} {body['from_instances']} -> {body['to_instances']}{dry}"
     else:
         text = f"{body['num_workers']} workers, table of {len(body.get('table', {}))}"
     reason = body.get("reason") or ""

@@ -34,13 +34,14 @@ from ballast.routing.murmur2 import kafka_partition
 from ballast.routing.table import InvalidKeyError, RoutingTable, check_key
 
 CONTROL_SCHEMA = "io.ballast.ControlEvent"
-CONTROL_TYPES = ("ROUTING_UPDATE", "TABLE_SNAPSHOT", "MIGRATION_STEP", "SCALE", "SHEDDING")
+CONTROL_TYPES = ("ROUTING_UPDATE", "TABLE_SNAPSHOT", "MIGRATION_STEP", "SCALE", "SHEDDING", "SCALING")
 PAYLOAD_RECORD = {
     "ROUTING_UPDATE": "io.ballast.RoutingUpdate",
     "TABLE_SNAPSHOT": "io.ballast.TableSnapshot",
     "MIGRATION_STEP": "io.ballast.MigrationStep",
     "SCALE": "io.ballast.Scale",
     "SHEDDING": "io.ballast.Shedding",
+    "SCALING": "io.ballast.ScalingDecision",
 }
 
 
@@ -386,6 +387,10 @@ class StateBuilder:
             self._keep[target] = p
             # an event written before the seed existed, or built without one, means seed 0
             self._seed[target] = int(body.get("seed", 0))
+        elif etype == "SCALING":  # a decision on record; the SCALE that acts on it is its own event
+            if int(body["to_instances"]) < 1 or int(body["from_instances"]) < 0:
+                raise InvalidEventError(f"epoch {epoch}: a scaling decision needs to_instances >= 1")
+            self._check_workers(epoch, self.num_workers, self.max_workers)
         else:  # MIGRATION_STEP: an epoch of its own, no routing change
             self._check_workers(epoch, self.num_workers, self.max_workers)
         if etype == "TABLE_SNAPSHOT":

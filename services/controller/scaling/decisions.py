@@ -45,12 +45,33 @@ class DecisionSettings:
             raise ValueError(f"invalid scaling settings: {self}")
 
 
+UP = "UP"
+DOWN = "DOWN"
+
+
 @dataclass(frozen=True)
 class StageDecision:
+    """One stage's change, with the estimates it was decided from (oldest first): a replay of the
+    control log recomputes ``after`` from them (:func:`decided_count`)."""
+
     stage: str
     before: int
     after: int
     reason: str
+    rule: str = UP
+    estimates: tuple[int, ...] = ()
+
+
+def decided_count(rule: str, estimates: tuple[int, ...] | list[int]) -> int:
+    """The count a decision takes from its estimates: the lower median for a scale-up, the
+    maximum for a scale-down (see the module docstring for why)."""
+    if not estimates:
+        raise ValueError("a decision needs at least one estimate")
+    if rule == UP:
+        return sorted(estimates)[(len(estimates) - 1) // 2]
+    if rule == DOWN:
+        return max(estimates)
+    raise ValueError(f"unknown scaling rule {rule!r}")
 
 
 @dataclass
@@ -95,9 +116,10 @@ class Decider:
         if optimal > current:
             h.downs.clear()
             if len(h.ups) == self.settings.activation and min(h.ups) > current:
-                after = sorted(h.ups)[(len(h.ups) - 1) // 2]
-                return StageDecision(stage, current, after, f"{len(h.ups)} estimates above {current}: "
-                                     f"{list(h.ups)}, lower median {after}")  # fmt: skip
+                window = tuple(h.ups)
+                after = decided_count(UP, window)
+                why = f"{len(window)} estimates above {current}: {list(window)}, lower median {after}"
+                return StageDecision(stage, current, after, why, UP, window)
             return None
         drop = current - optimal
         real = (
@@ -109,8 +131,9 @@ class Decider:
             return None
         h.downs.append((now_s, optimal))
         if now_s - h.downs[0][0] >= self.settings.scale_down_delay_s:
-            after = max(o for _t, o in h.downs)
+            window = tuple(o for _t, o in h.downs)
+            after = decided_count(DOWN, window)
             span = now_s - h.downs[0][0]
-            why = f"{len(h.downs)} estimates over {span:.0f} s well below {current}, max {after}"
-            return StageDecision(stage, current, after, why)
+            why = f"{len(window)} estimates over {span:.0f} s well below {current}, max {after}"
+            return StageDecision(stage, current, after, why, DOWN, window)
         return None
