@@ -22,7 +22,7 @@ from ballast.cli.console import UsageError, add_command, print_table, say
 from ballast.devstack.brokers import start_node, stop_node, wait_for_cluster
 from ballast.devstack.connect import count_lines, file_source_config, load_file, source_position
 from ballast.devstack.jvm import StackSettings
-from ballast.devstack.pipeline import PipelineSettings, start_pipeline
+from ballast.devstack.pipeline import PipelineSettings, scale_routers, start_pipeline
 from ballast.devstack.processes import pid_alive
 from ballast.devstack.security import stack_admin
 from ballast.devstack.services import is_running
@@ -196,6 +196,17 @@ def _recorded_node(args: argparse.Namespace) -> tuple[StackState, int]:
     return state, args.node
 
 
+def cmd_stack_scale_routers(args: argparse.Namespace) -> int:
+    state = running_stack(_state_dir(args))
+    if state is None:
+        raise StackError(f"no stack runs in {_state_dir(args)}: start it with `ballast stack up`")
+    settings = PipelineSettings(ready_timeout=args.ready_timeout)
+    started, stopped = scale_routers(state, LayoutSettings.from_args(args), args.count, settings, say)
+    print(f"routers: {args.count} running (started {', '.join(started) or 'none'}; "
+          f"stopped {', '.join(stopped) or 'none'})")  # fmt: skip
+    return 0
+
+
 def cmd_stack_kill_broker(args: argparse.Namespace) -> int:
     """kill -9 one broker of the stack, found by its recorded pid (a machine failure, for fault tests)."""
     state, node_id = _recorded_node(args)
@@ -316,6 +327,19 @@ def register_stack(sub: argparse._SubParsersAction) -> None:
     ConnectionSettings.add_arguments(down, only=("state_dir",))
     down.add_argument("--purge", action="store_true", help="also delete the state folder (data and logs)")
     down.set_defaults(func=cmd_stack_down)
+    scale = add_command(
+        stack_sub,
+        "scale-routers",
+        "run N routers of the pipeline: start the missing ones, stop those above N (the controller's "
+        "--router-hook for the local stack)",
+    )
+    ConnectionSettings.add_arguments(scale, only=("state_dir",))
+    scale.add_argument("count", type=int, metavar="N", help="routers to run (router-1 ... router-N)")
+    scale.add_argument(
+        "--ready-timeout", type=float, default=300.0, help="seconds each may take to be ready (default: 300)"
+    )
+    LayoutSettings.add_arguments(scale.add_argument_group("topic layout of the pipeline"))
+    scale.set_defaults(func=cmd_stack_scale_routers)
     kill = add_command(
         stack_sub, "kill-broker", "kill -9 one broker of the stack (its recorded pid): a node failure"
     )

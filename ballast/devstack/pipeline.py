@@ -15,7 +15,7 @@ its service folder, so restarting the pipeline on the same folder resumes the jo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -27,6 +27,7 @@ from ballast.devstack.services import (
     is_running,
     service_dir,
     start_service,
+    stop_service,
     wait_ready,
 )
 from ballast.devstack.spark_cluster import spark_running
@@ -123,3 +124,44 @@ def start_pipeline(
         wait_ready(state, service.name, settings.ready_timeout, progress)
         progress(f"{service.kind} service {service.name} ready (pid {service.pid}, log {Path(service.log)})")
     return started
+
+
+def router_index(name: str) -> int | None:
+    """``router-3`` -> 3; None for a service that is no router of the pipeline."""
+    head, _, tail = name.partition("-")
+    return int(tail) if head == "router" and tail.isdigit() else None
+
+
+def scale_routers(
+    state: StackState,
+    layout: LayoutSettings,
+    count: int,
+    settings: PipelineSettings,
+    progress: Progress = quiet,
+) -> tuple[list[str], list[str]]:
+    """The pipeline's routers made ``count``: ``router-1`` … ``router-<count>`` running (started and
+    waited for when not), every higher one stopped (SIGTERM: it commits or aborts its transaction,
+    and the group gives its partitions to the others). The actuator of the controller's router
+    decisions in the local stack (``--router-hook 'ballast stack scale-routers $BALLAST_SCALING_TO'``).
+    Returns the routers started and stopped."""
+    if count < 0:
+        raise StackError(f"a router count cannot be negative: {count}")
+    wanted = replace(settings, routers=count, reduce=False)
+    started = []
+    for command in pipeline_commands(state, layout, wanted):
+        existing = state.service(command.name)
+        if existing is not None and is_running(state, existing):
+            continue
+        start_service(state, command, progress)
+        started.append(command.name)
+    for name in started:
+        wait_ready(state, name, settings.ready_timeout, progress)
+        progress(f"router service {name} started")
+    stopped = []
+    for service in list(state.services):
+        i = router_index(service.name)
+        if i is not None and i > count and is_running(state, service):
+            stop_service(state, service.name)
+            stopped.append(service.name)
+            progress(f"router service {service.name} stopped")
+    return started, stopped
