@@ -365,6 +365,12 @@ class ShedderSettings(Settings):
         10.0, "consumer group session of the metrics agent (a restart rejoins at once: static member)",
         minimum=6,
     )
+    scaling_hold_s: float = setting(
+        30.0,
+        "after a scaling action in the control log (SCALE, or an applied SCALING decision), decide nothing "
+        "for this long: its rates are the reconfiguration's, not the new capacity's (docs/scaling.md)",
+        minimum=0,
+    )
     publish_lag: bool = setting(True, "publish a LagSample per group and partition every cycle")
     dry_run: bool = setting(False, "decide and log, send no SHEDDING request")
     resend_max_s: float = setting(

@@ -44,6 +44,9 @@ class KeepsInForce:
         self.base_epoch = base_epoch
         self.keeps: dict[str, float] = dict(keeps or {})
         self.basis: dict[str, int] = {}
+        # issued_at (ms) and epoch of the last scaling action: a SCALE, or an applied SCALING decision
+        self.scaled_at_ms = 0
+        self.scaled_epoch = 0
 
     def apply(self, events: Iterable[Mapping[str, Any]]) -> None:
         """Control log events in epoch order, as :class:`~ballast.control.log.ControlLogReader` folds them."""
@@ -54,6 +57,9 @@ class KeepsInForce:
                 target = str(body["target"])
                 self.keeps[target] = float(body["keep_probability"])
                 self.basis[target] = epoch
+            elif e["type"] == "SCALE" or (e["type"] == "SCALING" and body["mode"] == "APPLIED"):
+                self.scaled_at_ms = max(self.scaled_at_ms, int(e["issued_at"]))
+                self.scaled_epoch = epoch
             elif e["type"] == "TABLE_SNAPSHOT":
                 self.keeps = {k: float(p) for k, p in body.get("keep_probability", {}).items()}
                 self.basis = {}
@@ -66,3 +72,9 @@ class KeepsInForce:
     def basis_for(self, topic: str) -> int:
         """The epoch after which the topic's keep-probability last changed (either setting can)."""
         return max(self.basis.get(topic, self.base_epoch), self.basis.get(WILDCARD, self.base_epoch))
+
+    def warming_up(self, now_ms: int, hold_s: float) -> bool:
+        """A scaling action was taken less than ``hold_s`` ago: rates measured now are the
+        reconfiguration's (state moving, workers restarting), and a shed decision from them would
+        answer a dip that the new capacity is about to end."""
+        return self.scaled_at_ms > 0 and now_ms - self.scaled_at_ms < hold_s * 1000

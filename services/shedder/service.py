@@ -206,6 +206,11 @@ class Shedder:
                       self.id, self.cycles)  # fmt: skip
             self.gauges.update_lags(self.groups)
             return self._lag_samples(since_ms) if self.settings.publish_lag else []
+        if self.keeps.warming_up(wall_ms, self.settings.scaling_hold_s):
+            log.info("shedder %s: cycle %d: no decision: the scaling action at epoch %d is warming up",
+                     self.id, self.cycles, self.keeps.scaled_epoch)  # fmt: skip
+            self.gauges.update_lags(self.groups)
+            return self._lag_samples(since_ms) if self.settings.publish_lag else []
         keeps = {s.topic: self.keeps.keep_for(s.topic) for s in self.streams}
         observations, service, views = observe_streams(
             self.streams, router, reduces, keeps, self._previous_lags, self.settings.trend_tolerance_s

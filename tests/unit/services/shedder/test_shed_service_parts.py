@@ -166,3 +166,18 @@ def test_lag_report_keeps_each_groups_newest_cycle():
     table = format_table(reports, 3000, with_partitions=True).splitlines()
     assert table[0].split()[:4] == ["STAGE", "GROUP", "STATUS", "LAG"] and "3.0s" in table[1]
     assert any("t[1]" in line and "?" in line for line in table)
+
+
+def test_a_scaling_action_holds_shed_decisions_for_its_warm_up():
+    """Rates measured while a SCALE or an applied SCALING decision warms up are the reconfiguration's:
+    the shedder decides nothing for ``scaling_hold_s`` after it; a dry-run decision holds nothing."""
+    keeps = KeepsInForce()
+    assert not keeps.warming_up(10_000, 30.0)
+    dry = {"mode": "DRY_RUN", "stage": "reduce"}
+    keeps.apply([{**_event(1, "SCALING", dry), "issued_at": 100_000}])
+    assert not keeps.warming_up(100_500, 30.0)
+    keeps.apply([{**_event(2, "SCALING", {**dry, "mode": "APPLIED"}), "issued_at": 200_000}])
+    assert keeps.warming_up(200_000 + 29_999, 30.0) and not keeps.warming_up(200_000 + 30_000, 30.0)
+    keeps.apply([{**_event(3, "SCALE", {"num_workers": 4}), "issued_at": 300_000}])
+    assert keeps.warming_up(310_000, 30.0) and keeps.scaled_epoch == 3
+    assert not keeps.warming_up(310_000, 0.0)  # a hold of 0: never
