@@ -19,7 +19,7 @@ from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.follow import ConsumerError
 from ballast.kafka.identities import scratch_group
 
-__all__ = ["ConsumerError", "read_topic", "read_until_idle", "records_written"]
+__all__ = ["ConsumerError", "offsets_at_time", "read_topic", "read_until_idle", "records_written"]
 
 
 def read_until_idle(
@@ -75,3 +75,21 @@ def records_written(cfg: KafkaConfig, topic: str, partitions: int) -> int:
         return sum(high_watermark(consumer, topic, p) for p in range(partitions))
     finally:
         consumer.close()
+
+
+def offsets_at_time(
+    cfg: KafkaConfig, topic: str, ms: int, purpose: str, timeout: float = 30.0
+) -> dict[int, int]:
+    """Per partition of ``topic``, the first offset at or after ``ms`` (a partition with nothing
+    that recent: its end). Where a reader of days of records starts when it wants the newest."""
+    probe = make_consumer(cfg, scratch_group(purpose))
+    try:
+        n = partition_count(make_admin(cfg), topic)
+        found = probe.offsets_for_times([TopicPartition(topic, p, ms) for p in range(n)], timeout=timeout)
+        return {
+            tp.partition: tp.offset if tp.offset >= 0
+            else probe.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=timeout)[1]
+            for tp in found
+        }  # fmt: skip
+    finally:
+        probe.close()

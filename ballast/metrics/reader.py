@@ -82,25 +82,10 @@ class MetricsReader:
         published metrics for days; reading from the beginning would take longer the longer it ran.
         A partition with nothing that recent starts at its end.
         """
-        from confluent_kafka import TopicPartition
+        from ballast.kafka.reading import offsets_at_time
 
-        from ballast.kafka.admin import make_admin, partition_count
-        from ballast.kafka.clients import make_consumer
-        from ballast.kafka.identities import scratch_group
-
-        probe = make_consumer(kafka, scratch_group("metrics-since"))
-        try:
-            n = partition_count(make_admin(kafka), topic)
-            since = int(time.time() * 1000 - within_s * 1000)
-            asked = [TopicPartition(topic, p, since) for p in range(n)]
-            found = probe.offsets_for_times(asked, timeout=timeout)
-            start = {
-                tp.partition: tp.offset if tp.offset >= 0
-                else probe.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=timeout)[1]
-                for tp in found
-            }  # fmt: skip
-        finally:
-            probe.close()
+        since = int(time.time() * 1000 - within_s * 1000)
+        start = offsets_at_time(kafka, topic, since, "metrics-since", timeout)
         return cls(kafka, topic, start, keep=keep)
 
     def of(

@@ -45,6 +45,7 @@ class RouterKeyStats:
     first_epoch: int = 0
     dead_lettered: int = 0
     sketch_records: int = 0
+    useful_ms: int | None = None  # DS2's useful time (None: a router from before it was measured)
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> RouterKeyStats:
@@ -172,10 +173,26 @@ class ControllerStatus:
     decisions: int = 0
     last_decision: str = ""
     control_records_skipped: dict[str, int] = field(default_factory=dict)
+    scaling: ScalingStatus | None = None
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> ControllerStatus:
-        return _build(cls, raw)
+        body = dict(raw)
+        scaling = body.get("scaling")
+        if scaling is not None:  # a union branch: the codec's (name, fields) tuple
+            body["scaling"] = _build(ScalingStatus, scaling[1] if isinstance(scaling, tuple) else scaling)
+        return _build(cls, body)
+
+
+@dataclass(frozen=True)
+class ScalingStatus:
+    """The controller's scaling loop as of its last evaluation (docs/scaling.md)."""
+
+    mode: str
+    instances: dict[str, int]
+    optimal: dict[str, int] = field(default_factory=dict)
+    true_rates: dict[str, float] = field(default_factory=dict)
+    last_decision: str = ""
 
 
 Body = RouterKeyStats | WorkerStats | LagSample | ReduceProgress | ControllerStatus

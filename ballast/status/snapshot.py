@@ -10,7 +10,9 @@ figure here is the newest one published:
 * time lag per stage: the shedder's ``LagSample`` (the largest partition's of the group's newest
   cycle, :mod:`ballast.metrics.lag`);
 * micro-batches and watermark: each reduce job's ``ReduceProgress``;
-* epoch and keep-probabilities: the control log's folded state.
+* epoch and keep-probabilities: the control log's folded state;
+* instances per stage, their true rates and the last scaling decision: the controller's
+  ``ControllerStatus`` (its ``scaling``, when the scaling loop runs).
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class DeploymentStatus:
     migration_bytes: int = 0
     decisions: int = 0
     last_decision: str = ""
+    scaling: dict[str, Any] | None = None  # the controller's scaling loop (ScalingStatus), if running
     lag: list[StageLag] = field(default_factory=list)
     jobs: list[JobProgress] = field(default_factory=list)
     results_written: int = 0  # records on the output topic
@@ -126,6 +129,7 @@ class StatusFold:
             s.migration_id, s.migration_keys = c.migration_id, c.migration_keys
             s.migration_bytes = c.migration_bytes
             s.decisions, s.last_decision = c.decisions, c.last_decision
+            s.scaling = asdict(c.scaling) if c.scaling is not None else None
             s.table_size = s.table_size or c.table_size
         elif self._routers:
             s.worker_load = router_load(b for _, b in self._routers.values())

@@ -69,7 +69,24 @@ def render(s: DeploymentStatus, title: str = "") -> RenderableType:
     facts.add_row("results", f"{s.results_written:,} records on the output topic")
     if s.last_decision:
         facts.add_row("decided", s.last_decision[:120])
+    if s.scaling:
+        facts.add_row("scaling", scaling_line(s.scaling))
+        if s.scaling.get("last_decision"):
+            facts.add_row("scaled", s.scaling["last_decision"][:120])
     return Panel(Group(facts, load_bars(s)), title=title or f"Ballast · {s.prefix}", expand=False)
+
+
+def scaling_line(sc: dict) -> str:
+    """``on: router 2 (needs 2, 2,000/s each)   reduce 4 (needs 4, 750/s each)``."""
+    parts = []
+    for stage, n in sorted(sc.get("instances", {}).items()):
+        need = sc.get("optimal", {}).get(stage)
+        rate = sc.get("true_rates", {}).get(stage)
+        extra = [f"needs {need}"] if need is not None else []
+        if rate:
+            extra.append(f"{rate:,.0f}/s each")
+        parts.append(f"{stage} {n}" + (f" ({', '.join(extra)})" if extra else ""))
+    return f"{sc.get('mode', '?')}: " + "   ".join(parts)
 
 
 def age_s(s: DeploymentStatus) -> float | None:

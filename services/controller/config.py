@@ -78,6 +78,37 @@ class ControllerSettings(Settings):
     wait_installs: bool = setting(
         True, "wait for the reduce workers' installs between steps (off: a deployment without a reduce job)"
     )
+    # scaling (docs/scaling.md)
+    scaling: str = setting(
+        "off",
+        "DS2 scaling: off, dry-run (decide and log SCALING events marked DRY_RUN, act on none) or on",
+        choices=("off", "dry-run", "on"),
+    )
+    scaling_interval_s: float = setting(30.0, "scaling: one evaluation this often", minimum=1)
+    scaling_catch_up_s: float = setting(
+        120.0, "scaling: a backlog is to be worked off within this long (its catch-up rate)", minimum=1
+    )
+    scaling_warmup: int = setting(2, "scaling: evaluations ignored after an action", minimum=0)
+    scaling_activation: int = setting(
+        3, "scaling: consecutive estimates above the count before a scale-up", minimum=1
+    )
+    scale_down_delay_s: float = setting(
+        600.0, "scaling: every estimate this long must ask for a real drop before a scale-down", minimum=0
+    )
+    reduce_trigger_s: float = setting(
+        2.0, "scaling: the reduce's trigger interval (its --trigger): a batch must end within it", minimum=0.1
+    )
+    reduce_cores: int = setting(
+        0, "scaling: cores that run the reduce's tasks when fixed (they cap its workers); 0: one per worker",
+        minimum=0,
+    )
+    routers: int = setting(1, "scaling: router processes running when the controller starts", minimum=1)
+    router_hook: str = setting(
+        "",
+        "scaling: a command run with a router decision (env BALLAST_SCALING_STAGE, _FROM, _TO, _EPOCH); "
+        "empty: routers are estimated, not decided",
+    )
+    router_hook_timeout_s: float = setting(60.0, "scaling: the router hook's time limit", minimum=1)
     # leadership and monitoring
     standby: bool = setting(
         False, "when fenced (or started while another runs), wait to take over instead of exiting"

@@ -28,9 +28,11 @@ Writing the events and the steps' ``ROUTING_UPDATE`` is the transport's job, not
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from ballast.control.state import migration_step
 
@@ -264,3 +266,57 @@ class Migration:
         self.phase = "done" if phase == "DONE" else "aborted"
         moves = self.moves if phase == "DONE" else self.not_installed()
         return Marker.of(self.migration_id, phase, moves)
+
+
+def resume_migration(
+    events: list[dict[str, Any]], settings: PacingSettings
+) -> tuple[Migration, list[int]] | None:
+    """The migration a log left in flight (a START with no DONE or ABORT after it), rebuilt: the
+    steps the log shows sent, as they were, then the moves not sent yet, split anew. Returns it with
+    its sent steps' epochs, or None when nothing is in flight."""
+    start = None
+    for e in events:
+        if e["type"] != "MIGRATION_STEP":
+            continue
+        body = e["payload"][1]
+        if body["phase"] == "START":
+            start = (e, body)
+        elif (
+            start is not None
+            and body["migration_id"] == start[1]["migration_id"]
+            and body["phase"]
+            in (
+                "DONE",
+                "ABORT",
+            )
+        ):
+            start = None
+    if start is None:
+        return None
+    event, body = start
+    mid = body["migration_id"]
+    moves = {
+        k: KeyMove(k, int(f), int(t))
+        for k, f, t in zip(body["keys"], body["from_workers"], body["to_workers"], strict=True)
+    }
+    sent: list[tuple[tuple[KeyMove, ...], int]] = []
+    for e in events:
+        if e["epoch"] <= event["epoch"] or e["type"] != "ROUTING_UPDATE":
+            continue
+        update = e["payload"][1]
+        if update.get("migration_id") == mid:
+            step = tuple(moves[k] for k in [*update["assign"], *update.get("unassign", [])] if k in moves)
+            sent.append((step, int(e["epoch"])))
+    done = {m.key for step, _ in sent for m in step}
+    rest = [m for k, m in moves.items() if k not in done]
+    steps = [step for step, _ in sent] + split_steps(rest, settings)
+    migration = Migration(mid, steps, settings.step_timeout_s, settings.on_timeout)
+    migration.phase = "running"
+    epochs = [epoch for _, epoch in sent]
+    if sent:
+        migration.current = len(sent) - 1
+        migration.epochs = dict(enumerate(epochs))
+        migration.issued_at = time.monotonic()
+    else:
+        migration.current = -1
+    return migration, epochs

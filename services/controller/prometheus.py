@@ -56,6 +56,20 @@ class ControllerGauges:
             registry=r,
         )
 
+        stage = [*lbl, "stage"]
+        self.instances = Gauge(
+            "ballast_controller_scaling_instances", "Instances per stage as the scaling policy holds them",
+            stage, registry=r,
+        )  # fmt: skip
+        self.optimal = Gauge(
+            "ballast_controller_scaling_optimal", "DS2's optimal instances per stage, last evaluation",
+            stage, registry=r,
+        )  # fmt: skip
+        self.true_rate = Gauge(
+            "ballast_controller_scaling_true_rate", "Records per useful second of one instance, per stage",
+            stage, registry=r,
+        )  # fmt: skip
+
     def update(self, status: ControllerStatus) -> None:
         c = status.controller
         self.epoch.labels(c).set(status.epoch)
@@ -71,6 +85,12 @@ class ControllerGauges:
         self.decisions.labels(c).set(status.decisions)
         for reason, n in status.control_records_skipped.items():
             self.control_skipped.labels(c, reason).set(n)
+        if status.scaling is not None:
+            for gauge, values in ((self.instances, status.scaling.instances),
+                                  (self.optimal, status.scaling.optimal),
+                                  (self.true_rate, status.scaling.true_rates)):  # fmt: skip
+                for name, v in values.items():
+                    gauge.labels(c, name).set(v)
 
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
         """``/metrics`` on ``host:port`` in a daemon thread (prometheus_client's server)."""

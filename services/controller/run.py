@@ -79,7 +79,7 @@ def wait_for_takeover(
     me = settings.resolved_id()
     window_ms = int(settings.takeover_after_s * 1000)
     reader = MetricsReader(
-        kafka, layout.name("metrics"), _offsets_since(kafka, layout, window_ms), keep=False
+        kafka, layout.name("metrics"), _offsets_since(kafka, layout.name("metrics"), window_ms), keep=False
     )
     last_seen = time.monotonic()  # the active one is presumed alive at first: wait a full window
     try:
@@ -97,26 +97,10 @@ def wait_for_takeover(
         reader.follower.close()
 
 
-def _offsets_since(kafka: KafkaConfig, layout: TopicLayout, window_ms: int) -> dict[int, int]:
-    from confluent_kafka import TopicPartition
+def _offsets_since(kafka: KafkaConfig, topic: str, window_ms: int) -> dict[int, int]:
+    from ballast.kafka.reading import offsets_at_time
 
-    from ballast.kafka.admin import make_admin, partition_count
-    from ballast.kafka.clients import make_consumer
-    from ballast.kafka.identities import scratch_group
-
-    topic = layout.name("metrics")
-    consumer = make_consumer(kafka, scratch_group("controller-standby"))
-    try:
-        n = partition_count(make_admin(kafka), topic)
-        since = int(time.time() * 1000) - window_ms
-        found = consumer.offsets_for_times([TopicPartition(topic, p, since) for p in range(n)], timeout=10)
-        return {
-            tp.partition: tp.offset if tp.offset >= 0 else consumer.get_watermark_offsets(
-                TopicPartition(topic, tp.partition), timeout=10)[1]
-            for tp in found
-        }  # fmt: skip
-    finally:
-        consumer.close()
+    return offsets_at_time(kafka, topic, int(time.time() * 1000) - window_ms, "controller-standby", 10)
 
 
 def install_stop() -> threading.Event:

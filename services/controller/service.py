@@ -32,27 +32,33 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
-
-from ballast.avro.codec import AvroCodec
-from ballast.control.state import ControlState, initial_state, migration_step, routing_update
+from ballast.control.state import ControlState, initial_state, routing_update
 from ballast.kafka.admin import make_admin, partition_count
-from ballast.kafka.clients import make_producer
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout
 from ballast.metrics.reader import MetricsReader
-from ballast.metrics.records import ControllerStatus, RouterKeyStats, WorkerStats, metrics_record
+from ballast.metrics.records import ControllerStatus, RouterKeyStats, WorkerStats
 from ballast.planner.forecast import ForecastSettings, LoadForecaster
 from ballast.planner.trigger import TriggerSettings, TriggerState, observe
 from ballast.routing.murmur2 import kafka_partition
 from services.controller.audit import ControlAudit
+from services.controller.autoscaler import Autoscaler
 from services.controller.config import ControllerSettings
 from services.controller.interval_load import IntervalLoad, fold_interval, key_state_bytes, router_weights
-from services.controller.pacing import KeyMove, Marker, Migration, PacingSettings, SendStep, StepTimedOut
+from services.controller.pacing import (
+    KeyMove,
+    Marker,
+    Migration,
+    PacingSettings,
+    SendStep,
+    StepTimedOut,
+    resume_migration,
+)
 from services.controller.planning import RoundResult, plan_interval
 from services.controller.prometheus import ControllerGauges
 from services.controller.request_age import PROBE_KIND, RequestAges, append_time_ms
 from services.controller.sequencer import Answer, Request, RequestLimits, Sequencer, decode_request, refuse
+from services.controller.status_record import StatusPublisher
 from services.controller.transport import ControlLink, is_fenced
 
 log = logging.getLogger(__name__)
@@ -79,62 +85,6 @@ class Tallies:
     predicted: float = 0.0
     worker_load: list[float] = field(default_factory=list)
     step_timeouts: int = 0
-
-
-def resume_migration(
-    events: list[dict[str, Any]], settings: PacingSettings
-) -> tuple[Migration, list[int]] | None:
-    """The migration a log left in flight (a START with no DONE or ABORT after it), rebuilt: the
-    steps the log shows sent, as they were, then the moves not sent yet, split anew. Returns it with
-    its sent steps' epochs, or None when nothing is in flight."""
-    start = None
-    for e in events:
-        if e["type"] != "MIGRATION_STEP":
-            continue
-        body = e["payload"][1]
-        if body["phase"] == "START":
-            start = (e, body)
-        elif (
-            start is not None
-            and body["migration_id"] == start[1]["migration_id"]
-            and body["phase"]
-            in (
-                "DONE",
-                "ABORT",
-            )
-        ):
-            start = None
-    if start is None:
-        return None
-    event, body = start
-    mid = body["migration_id"]
-    moves = {
-        k: KeyMove(k, int(f), int(t))
-        for k, f, t in zip(body["keys"], body["from_workers"], body["to_workers"], strict=True)
-    }
-    sent: list[tuple[tuple[KeyMove, ...], int]] = []
-    for e in events:
-        if e["epoch"] <= event["epoch"] or e["type"] != "ROUTING_UPDATE":
-            continue
-        update = e["payload"][1]
-        if update.get("migration_id") == mid:
-            step = tuple(moves[k] for k in [*update["assign"], *update.get("unassign", [])] if k in moves)
-            sent.append((step, int(e["epoch"])))
-    done = {m.key for step, _ in sent for m in step}
-    rest = [m for k, m in moves.items() if k not in done]
-    from services.controller.pacing import split_steps
-
-    steps = [step for step, _ in sent] + split_steps(rest, settings)
-    migration = Migration(mid, steps, settings.step_timeout_s, settings.on_timeout)
-    migration.phase = "running"
-    epochs = [epoch for _, epoch in sent]
-    if sent:
-        migration.current = len(sent) - 1
-        migration.epochs = dict(enumerate(epochs))
-        migration.issued_at = time.monotonic()
-    else:
-        migration.current = -1
-    return migration, epochs
 
 
 class Controller:
@@ -164,16 +114,14 @@ class Controller:
         self._router_stats: list[tuple[str, int, RouterKeyStats]] = []  # (router, span ms, report)
         self._worker_stats: list[WorkerStats] = []
         self._installs: list[tuple[str, int]] = []
-        self._status = make_producer(kafka.with_client_id(f"{self.id}-status"))
-        self._metrics_codec = AvroCodec("io.ballast.MetricsRecord")
+        self._status = StatusPublisher(kafka, self.id, layout.name("metrics"))
         self._reader: MetricsReader | None = None
         self._next_interval = 0.0
         self._next_status = 0.0
-        self.status_failures = 0  # status records the broker refused
-        self._status_warned = -60.0
         self._pending_events: list[dict[str, Any]] = []
         self._last: tuple[IntervalLoad, list[WorkerStats]] | None = None  # the last interval folded
         self._ages = RequestAges(int(settings.request_ttl_s * 1000), self._probe_clock, self._say_unaged)
+        self.autoscaler = Autoscaler.create(kafka, layout, settings, self.routed_partitions)
         self.gauges = ControllerGauges()
         if settings.metrics_port:
             self.gauges.serve(settings.metrics_port, settings.metrics_host)
@@ -186,9 +134,14 @@ class Controller:
         self._load_log()
         start = "end"
         if self.migration is not None:
-            start = self._metrics_since(self._migration_started_ms)
+            from ballast.kafka.reading import offsets_at_time
+
+            topic = self.layout.name("metrics")
+            start = offsets_at_time(self.kafka, topic, self._migration_started_ms, "controller-times", 15)
         self._reader = MetricsReader(self.kafka, self.layout.name("metrics"), start, keep=False)
         self._next_interval = time.monotonic() + self.settings.interval_s
+        if self.autoscaler is not None:
+            self.autoscaler.start(self.state)
         log.info(
             "controller %s: writing %s at epoch %d", self.id, self.layout.name("control"), self.state.epoch
         )
@@ -227,29 +180,6 @@ class Controller:
             )  # fmt: skip
         self._in_flight()
 
-    def _metrics_since(self, ms: int) -> dict[int, int]:
-        from confluent_kafka import TopicPartition
-
-        from ballast.kafka.clients import make_consumer
-        from ballast.kafka.identities import scratch_group
-
-        topic = self.layout.name("metrics")
-        consumer = make_consumer(self.kafka, scratch_group("controller-times"))
-        try:
-            n = partition_count(make_admin(self.kafka), topic)
-            found = consumer.offsets_for_times([TopicPartition(topic, p, ms) for p in range(n)], timeout=15)
-            ends = {}
-            for tp in found:
-                if tp.offset >= 0:
-                    ends[tp.partition] = tp.offset
-                else:
-                    ends[tp.partition] = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition))[
-                        1
-                    ]
-            return ends
-        finally:
-            consumer.close()
-
     @property
     def state(self) -> ControlState:
         assert self.sequencer is not None
@@ -272,7 +202,12 @@ class Controller:
             if now >= self._next_interval:
                 self._next_interval = now + self.settings.interval_s
                 self._end_interval()
+            if self.autoscaler is not None and self.autoscaler.due(now):
+                own = self._own_event
+                self.autoscaler.evaluate(now, self.state, self.migration is not None, own)
             self._flush_own_events()
+            if self.autoscaler is not None:
+                self.autoscaler.committed()
             self._audit_log()
         except Exception as exc:
             if is_fenced(exc):
@@ -357,6 +292,8 @@ class Controller:
             elif isinstance(body, WorkerStats):
                 self._worker_stats.append(body)
                 self._installs.extend((c.key, c.epoch) for c in body.chunks_installed)
+            if self.autoscaler is not None:
+                self.autoscaler.observe(metric, self.state.num_workers)
 
     # --- migrations ---------------------------------------------------------------------------------
 
@@ -403,8 +340,14 @@ class Controller:
         self._in_flight()
 
     def _own_marker(self, marker: Marker, now: int) -> None:
+        self._own_event("MIGRATION_STEP", marker.payload(), now)
+
+    def _own_event(self, etype: str, body: dict[str, Any], now_ms: int | None = None) -> dict[str, Any]:
+        """An event of the controller's own, numbered now, written with the next transaction."""
         assert self.sequencer is not None
-        self._pending_events.append(self.sequencer.own(*migration_step(**_marker_args(marker)), now))
+        event = self.sequencer.own(etype, body, int(time.time() * 1000) if now_ms is None else now_ms)
+        self._pending_events.append(event)
+        return event
 
     def _home(self, key: str) -> int:
         return kafka_partition(key.encode(), self.state.num_workers)
@@ -565,54 +508,21 @@ class Controller:
             decisions=t.decisions,
             last_decision=t.last_decision,
             control_records_skipped=dict(self.audit.skipped) if self.audit is not None else {},
+            scaling=self.autoscaler.status() if self.autoscaler is not None else None,
         )
 
     def _publish_status(self) -> None:
-        now = int(time.time() * 1000)
         status = self.status()
         self.gauges.update(status)
-        body = status.__dict__
-        record = metrics_record(f"controller/{self.id}", now, now, "ControllerStatus", body)
-        self._status.produce(
-            self.layout.name("metrics"),
-            self._metrics_codec.encode(record),
-            self.id.encode(),
-            on_delivery=self._status_delivered,
-        )
-        self._status.poll(0)
-
-    def _status_delivered(self, err: Any, _msg: Any) -> None:
-        """A status record the broker refused (no ACL to write metrics, say) is said, at most once a
-        minute: without it, ``ballast status`` and a standby see no controller, and nothing says why."""
-        if err is None:
-            return
-        self.status_failures += 1
-        now = time.monotonic()
-        if now >= self._status_warned + 60.0:
-            self._status_warned = now
-            log.warning("controller %s: status record to %s failed (%d so far): %s", self.id,
-                        self.layout.name("metrics"), self.status_failures, err)  # fmt: skip
+        self._status.publish(status)
 
     def close(self) -> None:
+        if self.autoscaler is not None:
+            self.autoscaler.close()
         if self.audit is not None:
             self.audit.close()
         if self.link is not None:
             self.link.close()
         if self._reader is not None:
             self._reader.follower.close()
-        self._status.flush(5)
-
-
-def _marker_args(marker: Marker) -> dict[str, Any]:
-    return {
-        "migration_id": marker.migration_id,
-        "phase": marker.phase,
-        "keys": marker.keys,
-        "from_workers": marker.from_workers,
-        "to_workers": marker.to_workers,
-        "reason": marker.reason,
-    }
-
-
-def predicted_loads(result: RoundResult) -> np.ndarray:
-    return np.asarray(result.plan.predicted_loads, dtype=np.float64)
+        self._status.close()

@@ -166,9 +166,11 @@ class RouterMetrics:
         seconds: float,
         epoch: int = 0,
         resets: int = 0,
+        useful_s: float | None = None,
     ) -> None:
         """One consumed batch: ``keys`` are the offered records' keys (valid key, before
-        shedding); kept = ``len(keys) - shed``."""
+        shedding); kept = ``len(keys) - shed``. ``useful_s``: the batch's time without waits on a
+        full producer queue (DS2's useful time; None: all of ``seconds``)."""
         kept = len(keys) - shed
         dead = sum(dead_reasons.values()) if dead_reasons else 0
         tot = self.totals
@@ -180,7 +182,8 @@ class RouterMetrics:
         if resets:
             tot.offset_resets += resets
             self._offset_resets.inc(resets)
-        self.interval.add_batch(worker_records, worker_bytes, keys, offered, kept, dead, epoch)
+        useful = seconds if useful_s is None else max(0.0, useful_s)
+        self.interval.add_batch(worker_records, worker_bytes, keys, offered, kept, dead, epoch, useful)
         self._in.inc(offered)
         self._out.inc(kept)
         if shed:

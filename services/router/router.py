@@ -394,6 +394,7 @@ class Router:
         keys: list[bytes] = []
         kappend = keys.append
         shed = refetched = resets = errors = 0
+        queue_wait = 0.0
         floors = self.checkpoint.floors
         # one subscribed topic (the usual case): every record is from it, no topic() call each
         only_topic = self.input_topics[0] if len(self.input_topics) == 1 else None
@@ -518,14 +519,18 @@ class Router:
             try:
                 produce(routed, out, key, p)  # positional: no keyword parsing per record
             except BufferError:
+                # a full queue is waiting, not work: DS2's useful time leaves it out
+                tq = time.perf_counter()
                 producer.poll(0.05)
                 env.produce(routed, out, key, p)
+                queue_wait += time.perf_counter() - tq
             wc[p] += 1
             wb[p] += len(out)
         offered = len(msgs) - errors - refetched  # every other record was read (routed, shed or dead)
+        seconds = time.perf_counter() - t0
         self.metrics.batch(
-            wc, wb, keys, offered, shed, refetched, dead_reasons, time.perf_counter() - t0,
-            self.state.epoch, resets,
+            wc, wb, keys, offered, shed, refetched, dead_reasons, seconds,
+            self.state.epoch, resets, useful_s=seconds - queue_wait,
         )  # fmt: skip
 
     def _renewed_producer(self) -> Producer:

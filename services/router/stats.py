@@ -1,5 +1,12 @@
 """Per-interval key statistics of one router, rendered as a ``RouterKeyStats`` metrics record.
 
+Why useful time (``useful_ms``): DS2 sizes the router stage from records per *useful* second
+(decode, route, encode, produce), not per second of the interval: a router waiting on an empty
+poll, a full producer queue or a commit is not at its capacity. The loop measures each routed
+batch without its waits on a full queue; polls and commits happen outside the batch. The time of
+an aborted transaction's batches is dropped with their counts: the records come again, with time
+of their own.
+
 Why offered *and* kept: shed records never reach a worker, so a balancer that only saw routed
 counts would read shedding as low load and undo it; the record carries both. The heavy-hitter
 sketch counts *offered* records (every record with a valid key, before shedding): that is the
@@ -37,6 +44,7 @@ class _Counts:
     dead_lettered: int = 0
     keys: Counter[bytes] = field(default_factory=Counter)
     first_epoch: int | None = None
+    useful_s: float = 0.0
 
     def __post_init__(self) -> None:
         self.worker_records = self.worker_records or [0] * self.partitions
@@ -49,6 +57,7 @@ class _Counts:
         self.offered += other.offered
         self.kept += other.kept
         self.dead_lettered += other.dead_lettered
+        self.useful_s += other.useful_s
         if self.first_epoch is None:
             self.first_epoch = other.first_epoch
 
@@ -75,8 +84,10 @@ class IntervalStats:
         kept: int,
         dead: int,
         epoch: int,
+        useful_s: float = 0.0,
     ) -> None:
         o = self.open
+        o.useful_s += useful_s
         for i, (n, b) in enumerate(zip(worker_records, worker_bytes, strict=True)):
             o.worker_records[i] += n
             o.worker_bytes[i] += b
@@ -143,6 +154,7 @@ class IntervalStats:
                     "heavy_hitters": hh,
                     "sketch_capacity": sketch.capacity,
                     "sketch_records": sketch.total,
+                    "useful_ms": round(total.useful_s * 1000),
                 },
             ),
         }

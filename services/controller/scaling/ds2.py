@@ -59,6 +59,18 @@ class InstanceWindow:
 
 
 @dataclass(frozen=True)
+class ModelledRate:
+    """A stage whose rate per instance comes from a cost model, not from instance windows: the
+    micro-batch reduce (:mod:`services.controller.scaling.batch_model`). ``rate_per_instance``
+    None: the model says no count keeps up (its fixed cost fills the trigger)."""
+
+    current: int
+    rate_per_instance: float | None
+    selectivity: float = 1.0
+    why: str = ""
+
+
+@dataclass(frozen=True)
 class Stage:
     """A stage as the pass sees it. A *source* (``source_rate`` set, no instances) stands for the
     input: its output target is the rate the pipeline must carry (arrival plus catch-up)."""
@@ -69,6 +81,10 @@ class Stage:
     source_rate: float | None = None
     min_instances: int = 1
     max_instances: int | None = None
+    modelled: ModelledRate | None = None
+    # the stage's own input backlog worked off in the catch-up time (records/s), on top of what its
+    # upstream stages push: a reduce behind its routed topic must catch up as the routers must
+    catch_up_rate: float = 0.0
 
     @property
     def is_source(self) -> bool:
@@ -119,22 +135,31 @@ def optimal_instances(stages: Sequence[Stage]) -> dict[str, Estimate]:
             continue
         if not stage.upstream:
             raise ValueError(f"stage {stage.name!r} has no upstream and no source rate")
-        estimate = _estimate(stage, sum(out_target[u] for u in stage.upstream))
+        upstream = sum(out_target[u] for u in stage.upstream)
+        estimate = _estimate(stage, upstream + max(stage.catch_up_rate, 0.0))
         estimates[stage.name] = estimate
         out_target[stage.name] = estimate.output_target
     return estimates
 
 
 def _estimate(stage: Stage, target: float) -> Estimate:
-    current = len(stage.instances)
-    measured = [w for w in stage.instances if w.useful_s > 0 and w.pulled > 0]
-    if current == 0 or not measured:
-        return Estimate(stage.name, current, max(current, stage.min_instances), target, None, 1.0, target,
-                        False, "no useful work measured: count kept")  # fmt: skip
-    processing = sum(w.true_processing_rate or 0.0 for w in measured)
-    output = sum(w.true_output_rate or 0.0 for w in measured)
-    per_instance = processing / len(measured)
-    selectivity = output / processing
+    if stage.modelled is not None:
+        m = stage.modelled
+        current, per_instance, selectivity = m.current, m.rate_per_instance, m.selectivity
+        if per_instance is None or per_instance <= 0:
+            why = m.why or "the model gives no rate per instance"
+            return Estimate(stage.name, current, max(current, stage.min_instances), target, None, 1.0, target,
+                            False, f"{why}: count kept")  # fmt: skip
+    else:
+        current = len(stage.instances)
+        measured = [w for w in stage.instances if w.useful_s > 0 and w.pulled > 0]
+        if current == 0 or not measured:
+            return Estimate(stage.name, current, max(current, stage.min_instances), target, None, 1.0, target,
+                            False, "no useful work measured: count kept")  # fmt: skip
+        processing = sum(w.true_processing_rate or 0.0 for w in measured)
+        output = sum(w.true_output_rate or 0.0 for w in measured)
+        per_instance = processing / len(measured)
+        selectivity = output / processing
     wanted = max(_ceil(target / per_instance), 1)
     optimal = max(wanted, stage.min_instances)
     if stage.max_instances is not None:

@@ -95,6 +95,7 @@ SAMPLES = {
                 "heavy_hitters": [{"key": "a", "count": 2, "error": 0}],
                 "sketch_capacity": 100,
                 "sketch_records": 3,
+                "useful_ms": 1234,
             },
         ),
     },

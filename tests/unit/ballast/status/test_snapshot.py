@@ -73,3 +73,37 @@ def test_epoch_keep_and_the_jobs_newest_batch_come_through_and_draw() -> None:
 def test_max_over_mean_of_no_load_is_unknown() -> None:
     assert max_over_mean([]) is None and max_over_mean([0.0, 0.0]) is None
     assert max_over_mean([3.0, 1.0]) == 1.5
+
+
+def test_the_scaling_loop_comes_through_the_codec_and_onto_the_screen() -> None:
+    """A ``ControllerStatus`` with its scaling part, through the real Avro codec (the record the
+    controller publishes), folded and drawn: instances, what DS2 found and the last decision."""
+    from dataclasses import asdict
+
+    from rich.console import Console
+
+    from ballast.avro.codec import AvroCodec
+    from ballast.metrics.records import ScalingStatus, metric_of, metrics_record
+
+    rates = {"router": 2000.0, "reduce": 750.0}
+    scaling = ScalingStatus("on", {"router": 2, "reduce": 4}, {"router": 2, "reduce": 5}, rates,
+                            "reduce 1 -> 4 (APPLIED): 3 estimates")  # fmt: skip
+    status = ControllerStatus(controller="c", epoch=3, table_size=0, workers=4, realized_imbalance=1.0,
+                              scaling=scaling)  # fmt: skip
+    codec = AvroCodec("io.ballast.MetricsRecord")
+    raw = codec.decode(codec.encode(metrics_record("controller/c", 1, 2, "ControllerStatus", asdict(status))))
+    metric = metric_of(raw)
+    assert metric.body == status
+    fold = StatusFold()
+    fold.add([metric])
+    s = fold.status("p", 4)
+    assert s.scaling is not None and s.scaling["instances"] == {"router": 2, "reduce": 4}
+    console = Console(width=160, record=True)
+    console.print(render(s))
+    text = console.export_text()
+    assert "on: reduce 4 (needs 5, 750/s each)   router 2 (needs 2, 2,000/s each)" in text
+    assert "reduce 1 -> 4 (APPLIED)" in text
+    # a controller without the scaling loop (or from before it) shows no scaling line
+    old = ControllerStatus(controller="c", epoch=3, table_size=0, workers=4, realized_imbalance=1.0)
+    fold.add([Metric("controller/c", 2, 3, old)])
+    assert fold.status("p", 4).scaling is None

@@ -13,9 +13,8 @@ from prometheus_client import generate_latest
 
 from ballast.control.state import make_event, migration_step, routing_update
 from ballast.metrics.records import ControllerStatus
-from services.controller.pacing import PacingSettings
+from services.controller.pacing import PacingSettings, resume_migration
 from services.controller.prometheus import ControllerGauges
-from services.controller.service import resume_migration
 
 PACING = PacingSettings("batched", max_keys=2)
 

@@ -1,0 +1,105 @@
+"""Acting on an applied router decision: a command the operator names (``--router-hook``).
+
+Why a command and not a client of some orchestrator: Ballast's routers run as the operator runs
+them (a Deployment, systemd units, the local stack's supervisor); a command with the decision in
+its environment fits every one (``kubectl scale deployment/ballast-router --replicas
+$BALLAST_SCALING_TO``). It runs after the decision is committed to the control log (the log says
+what was decided; the hook does it), in the background so the controller's loop never waits on
+it, one at a time: a newer decision waits for the running one. Its exit status and the tail of its
+output are logged; a failure is counted in the controller's status, and the next evaluation sees
+the routers that really run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import tempfile
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class HookCall:
+    stage: str
+    before: int
+    after: int
+    epoch: int
+
+
+@dataclass(frozen=True)
+class HookResult:
+    call: HookCall
+    returncode: int | None  # None: killed at the time limit
+    output: str
+    seconds: float
+
+
+class RouterHook:
+    def __init__(self, command: str, timeout_s: float = 60.0) -> None:
+        self.command = command
+        self.timeout_s = timeout_s
+        self._queue: deque[HookCall] = deque()
+        self._running: tuple[HookCall, subprocess.Popen, float, Any] | None = None
+        self.failures = 0
+        self.done: list[HookResult] = []
+
+    def submit(self, call: HookCall) -> None:
+        self._queue.append(call)
+        self.poll()
+
+    def poll(self) -> list[HookResult]:
+        """Finish the running call if it ended (or ran out of time), start the next; what ended."""
+        ended = []
+        if self._running is not None:
+            call, proc, started, out_file = self._running
+            took = time.monotonic() - started
+            code = proc.poll()
+            if code is None and took > self.timeout_s:
+                proc.kill()
+                proc.wait()
+            if code is not None or took > self.timeout_s:
+                out_file.seek(0)
+                out = out_file.read()
+                out_file.close()
+                ended.append(self._ended(HookResult(call, code, out[-2000:], took)))
+                self._running = None
+        if self._running is None and self._queue:
+            call = self._queue.popleft()
+            env = {
+                **os.environ,
+                "BALLAST_SCALING_STAGE": call.stage,
+                "BALLAST_SCALING_FROM": str(call.before),
+                "BALLAST_SCALING_TO": str(call.after),
+                "BALLAST_SCALING_EPOCH": str(call.epoch),
+            }
+            out_file = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in poll; a pipe blocks)
+            proc = subprocess.Popen(self.command, shell=True, env=env, text=True,
+                                    stdout=out_file, stderr=subprocess.STDOUT)  # fmt: skip
+            self._running = (call, proc, time.monotonic(), out_file)
+        return ended
+
+    def _ended(self, r: HookResult) -> HookResult:
+        self.done.append(r)
+        del self.done[:-100]
+        if r.returncode == 0:
+            log.info("router hook: %s -> %s done in %.1f s", r.call.before, r.call.after, r.seconds)
+        else:
+            self.failures += 1
+            what = "timed out" if r.returncode is None else f"exited {r.returncode}"
+            log.error("router hook for %s -> %s (epoch %d) %s after %.1f s: %s", r.call.before, r.call.after,
+                      r.call.epoch, what, r.seconds, r.output.strip()[-500:])  # fmt: skip
+        return r
+
+    def close(self, wait_s: float = 5.0) -> None:
+        deadline = time.monotonic() + wait_s
+        while self._running is not None and time.monotonic() < deadline:
+            self.poll()
+            time.sleep(0.05)
+        if self._running is not None:
+            self._running[1].kill()

@@ -1,0 +1,110 @@
+"""The controller's scaling loop, driven: metrics in, ``SCALING`` (and ``SCALE``) events out, router
+decisions to the hook once committed, a status for the controller's record.
+
+Why apart from :mod:`services.controller.service`: the controller's loop only says when (metrics
+read, evaluation due, events committed); what scaling does with them is this module's, and the
+policy itself is pure (:mod:`services.controller.scaling`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ballast.control.state import ControlState
+from ballast.kafka.admin import make_admin, partition_count
+from ballast.kafka.configuration import KafkaConfig
+from ballast.kafka.topics import TopicLayout
+from ballast.metrics.records import LagSample, ReduceProgress, RouterKeyStats, ScalingStatus
+from services.controller.actuators import HookCall, RouterHook
+from services.controller.config import ControllerSettings
+from services.controller.scaling.decisions import DecisionSettings
+from services.controller.scaling.loop import ScalingLoop, ScalingSettings
+from services.controller.scaling.observations import REDUCE_STAGE, ROUTER_STAGE
+
+log = logging.getLogger(__name__)
+
+# appends an event of the controller's own (the sequencer's numbering); returns it with its epoch
+OwnEvent = Callable[[str, dict[str, Any]], dict[str, Any]]
+
+
+class Autoscaler:
+    def __init__(self, s: ControllerSettings, input_partitions: int, routed_partitions: int) -> None:
+        self.settings = s
+        decisions = DecisionSettings(s.scaling_warmup, s.scaling_activation, s.scale_down_delay_s)
+        policy = ScalingSettings(
+            s.scaling,
+            s.scaling_interval_s,
+            s.scaling_catch_up_s,
+            s.reduce_trigger_s,
+            s.reduce_cores,
+            router_actuator=bool(s.router_hook),
+            decisions=decisions,
+        )
+        self.loop = ScalingLoop(policy, s.routers, 1, input_partitions, routed_partitions)
+        self.hook = RouterHook(s.router_hook, s.router_hook_timeout_s) if s.router_hook else None
+        self._calls: list[HookCall] = []  # applied router decisions whose events are not committed yet
+        self._next = 0.0
+
+    @classmethod
+    def create(
+        cls, kafka: KafkaConfig, layout: TopicLayout, s: ControllerSettings, routed_partitions: int
+    ) -> Autoscaler | None:
+        if s.scaling == "off":
+            return None
+        try:
+            inputs = partition_count(make_admin(kafka), layout.name("input"))
+        except Exception as exc:  # routers may read topics of the user's own: the routed bound it
+            log.warning("scaling: partitions of %s not known (%s): routers capped at %d",
+                        layout.name("input"), exc, routed_partitions)  # fmt: skip
+            inputs = routed_partitions
+        return cls(s, inputs, routed_partitions)
+
+    def start(self, state: ControlState) -> None:
+        self.loop.decider.counts[REDUCE_STAGE] = state.num_workers
+        self._next = time.monotonic() + self.settings.scaling_interval_s
+
+    def observe(self, metric: Any, workers: int) -> None:
+        body = metric.body
+        if isinstance(body, RouterKeyStats | ReduceProgress | LagSample):
+            self.loop.observe(time.monotonic(), metric.source, metric.interval_start, metric.interval_end,
+                              body, workers)  # fmt: skip
+
+    def due(self, now_s: float) -> bool:
+        if now_s < self._next:
+            return False
+        self._next = now_s + self.settings.scaling_interval_s
+        return True
+
+    def evaluate(self, now_s: float, state: ControlState, migrating: bool, own: OwnEvent) -> None:
+        """One evaluation; its events go to ``own`` (into the controller's next transaction)."""
+        ev = self.loop.evaluate(now_s, state, migrating=migrating)
+        for etype, body in ev.events:
+            event = own(etype, body)
+            if etype != "SCALING":
+                continue
+            log.info("scaling (%s): %s %d -> %d: %s", body["mode"], body["stage"], body["from_instances"],
+                     body["to_instances"], body["reason"])  # fmt: skip
+            if body["stage"] == ROUTER_STAGE and body["mode"] == "APPLIED" and self.hook is not None:
+                self._calls.append(HookCall(ROUTER_STAGE, body["from_instances"], body["to_instances"],
+                                            int(event["epoch"])))  # fmt: skip
+
+    def committed(self) -> None:
+        """The events of every evaluation so far are in the log: their router decisions may act."""
+        if self.hook is None:
+            return
+        for call in self._calls:
+            self.hook.submit(call)
+        self._calls = []
+        self.hook.poll()
+
+    def status(self) -> ScalingStatus:
+        summary = self.loop.summary()
+        return ScalingStatus(self.settings.scaling, summary["instances"], summary["optimal"],
+                             summary["true_rates"], summary["last"])  # fmt: skip
+
+    def close(self) -> None:
+        if self.hook is not None:
+            self.hook.close()

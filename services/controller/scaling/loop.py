@@ -1,0 +1,178 @@
+"""The scaling loop inside the controller: what the services published since the last evaluation
+in, DS2's estimates and decisions out, as control events. No I/O: the controller feeds it metrics
+and writes the events it returns in its own transaction.
+
+Decisions, where the issue left them open:
+
+* ``off``: nothing is evaluated. ``dry-run``: every stage is evaluated and decided, and each
+  decision is written as a ``SCALING`` event marked ``DRY_RUN``; the policy keeps believing its
+  decisions (so the log shows the chain it would have taken, once per change, not the same
+  advice every evaluation), and nothing acts on them. ``on``: decisions are ``APPLIED``; a reduce
+  decision is followed by the ``SCALE`` that sets the hashed workers.
+* **Routers are decided only with an actuator** (``router_actuator``: a hook, or the local stack's
+  supervisor). Without one the router stage is estimated (``ballast status`` shows what it
+  needs) but never decided: an ``APPLIED`` decision nothing acts on would make the log lie.
+* **Nothing is decided while a migration is in flight**: a ``SCALE`` changes every key's hash
+  home, and the controller's sequencer refuses one during a migration for the same reason.
+  Estimates are still computed; the activation history waits.
+* **An operator's SCALE wins** (``on``): the policy's count for the reduce follows the log's
+  ``num_workers`` when someone else changed it.
+* **Pinned keys bound a scale-down**: a key the routing table pins to worker ``w`` keeps it, so the
+  reduce never goes below ``w + 1`` workers (the log's fold refuses such a ``SCALE``); the
+  rebalancer's next plan may unpin it.
+* **Shedding**: any keep-probability below 1 in the log's state is shedding; no scale-down then
+  (:mod:`services.controller.scaling.decisions`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ballast.control.state import ControlState, scale
+from ballast.metrics.records import LagSample, ReduceProgress, RouterKeyStats
+from services.controller.scaling.decisions import Decider, DecisionSettings, StageDecision
+from services.controller.scaling.ds2 import Estimate, InstanceWindow, Stage, optimal_instances, source_target
+from services.controller.scaling.observations import (
+    REDUCE_STAGE,
+    ROUTER_STAGE,
+    RouterReport,
+    reduce_rate,
+    router_windows,
+    targets,
+)
+from services.controller.scaling.replay import decision_event
+
+MODES = ("off", "dry-run", "on")
+SOURCE = "input"
+
+
+@dataclass(frozen=True)
+class ScalingSettings:
+    mode: str = "off"
+    interval_s: float = 30.0  # one evaluation this often; router reports older than this are dropped
+    catch_up_s: float = 120.0  # a backlog is to be worked off within this long
+    reduce_trigger_s: float = 2.0  # the reduce's trigger interval: each batch must end within it
+    reduce_cores: int = 0  # cores that run the reduce's tasks, when fixed (0: one per worker)
+    model_batches: int = 30  # the reduce's latest batches the cost model is fitted on
+    router_actuator: bool = False
+    decisions: DecisionSettings = field(default_factory=DecisionSettings)
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"scaling mode must be one of {MODES}, got {self.mode!r}")
+        if self.interval_s <= 0 or self.catch_up_s <= 0 or self.reduce_trigger_s <= 0:
+            raise ValueError(f"scaling intervals must be positive: {self}")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One evaluation: the estimates, the decisions and the events that record them."""
+
+    at_s: float
+    estimates: dict[str, Estimate]
+    decisions: list[StageDecision]
+    events: list[tuple[str, dict[str, Any]]]
+    held: str = ""  # why nothing was decided (a migration in flight), if so
+
+
+class ScalingLoop:
+    def __init__(
+        self,
+        settings: ScalingSettings,
+        routers: int,
+        reduce_workers: int,
+        input_partitions: int,
+        routed_partitions: int,
+    ) -> None:
+        self.settings = settings
+        self.input_partitions = input_partitions
+        self.routed_partitions = routed_partitions
+        self.decider = Decider(settings.decisions, {ROUTER_STAGE: routers, REDUCE_STAGE: reduce_workers})
+        self._reports: deque[tuple[float, RouterReport]] = deque()
+        self._batches: deque[tuple[ReduceProgress, int]] = deque(maxlen=settings.model_batches)
+        self._lags: list[LagSample] = []
+        self.last: Evaluation | None = None
+        self.last_decision: tuple[StageDecision, str] | None = None  # with its mode
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return dict(self.decider.counts)
+
+    def observe(self, at_s: float, source: str, start_ms: int, end_ms: int, body: Any, workers: int) -> None:
+        """One metrics record as read (``workers``: the log's hashed workers now)."""
+        if isinstance(body, RouterKeyStats):
+            self._reports.append((at_s, RouterReport(source, start_ms, end_ms, body)))
+        elif isinstance(body, ReduceProgress):
+            self._batches.append((body, workers))
+        elif isinstance(body, LagSample):
+            self._lags.append(body)
+
+    def stages(self, state: ControlState) -> list[Stage]:
+        s = self.settings
+        t = targets(self._lags)
+        windows = list(router_windows([r for _, r in self._reports]))
+        believed = self.decider.counts[ROUTER_STAGE]
+        while len(windows) < believed:  # a router owning no partition reports nothing: no capacity
+            windows.append(InstanceWindow(0, 0, 0.0, s.interval_s))
+        cores = s.reduce_cores or None
+        reduce_max = min(self.routed_partitions, cores) if cores else self.routed_partitions
+        workers = self.decider.counts[REDUCE_STAGE]
+        modelled = reduce_rate(list(self._batches), workers, s.reduce_trigger_s, cores)
+        # a key pinned to worker w keeps w: a SCALE below w + 1 is refused by the log's fold
+        pinned_floor = max((int(w) + 1 for w in state.table.values()), default=1)
+        return [
+            Stage(SOURCE, source_rate=source_target(t.arrival_rate, t.input_backlog, s.catch_up_s)),
+            Stage(ROUTER_STAGE, tuple(windows), (SOURCE,), max_instances=max(1, self.input_partitions)),
+            Stage(REDUCE_STAGE, (), (ROUTER_STAGE,), min_instances=min(pinned_floor, reduce_max),
+                  max_instances=reduce_max, modelled=modelled, catch_up_rate=t.routed_backlog / s.catch_up_s),
+        ]  # fmt: skip
+
+    def evaluate(self, now_s: float, state: ControlState, migrating: bool = False) -> Evaluation:
+        s = self.settings
+        # a router reports every stats interval, which may be longer than an evaluation's: keep its
+        # reports for two of their own spans, so no evaluation finds a working router silent
+        longest = max(((r.end_ms - r.start_ms) / 1000 for _, r in self._reports), default=0.0)
+        while self._reports and self._reports[0][0] < now_s - max(s.interval_s, 2 * longest):
+            self._reports.popleft()
+        if s.mode == "on" and state.num_workers != self.decider.counts[REDUCE_STAGE]:
+            self.decider.counts[REDUCE_STAGE] = state.num_workers  # an operator's SCALE wins
+        estimates = optimal_instances(self.stages(state))
+        decided = dict(estimates)
+        if not s.router_actuator and s.mode == "on":
+            decided.pop(ROUTER_STAGE)
+        if migrating:
+            self.last = Evaluation(now_s, estimates, [], [], held="a migration is in flight")
+            return self.last
+        shedding = any(p < 1.0 for p in state.keep_probability.values())
+        decisions = self.decider.evaluate(now_s, decided, shedding=shedding)
+        applied = s.mode == "on"
+        events: list[tuple[str, dict[str, Any]]] = []
+        t = targets(self._lags)
+        inputs = {"arrival_rate": t.arrival_rate, "input_backlog": t.input_backlog,
+                  "routed_backlog": t.routed_backlog, "catch_up_s": s.catch_up_s}  # fmt: skip
+        for d in decisions:
+            events.append(decision_event(d, estimates[d.stage], applied=applied, inputs=inputs))
+            if applied and d.stage == REDUCE_STAGE:
+                events.append(scale(d.after, f"scaling: {d.reason}"))
+            self.last_decision = (d, "APPLIED" if applied else "DRY_RUN")
+        self._lags = self._lags[-1000:]
+        self.last = Evaluation(now_s, estimates, decisions, events)
+        return self.last
+
+    def summary(self) -> Mapping[str, Any]:
+        """For the status record: instances per stage, true rates, the last decision and its reason."""
+        est = self.last.estimates if self.last is not None else {}
+        last = ""
+        if self.last_decision is not None:
+            d, mode = self.last_decision
+            last = f"{d.stage} {d.before} -> {d.after} ({mode}): {d.reason}"
+        return {
+            "instances": self.counts,
+            "optimal": {k: e.optimal for k, e in est.items()},
+            "true_rates": {k: e.true_rate_per_instance for k, e in est.items() if e.true_rate_per_instance},
+            "last": last,
+        }
+
