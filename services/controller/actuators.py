@@ -12,8 +12,10 @@ the routers that really run.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -61,8 +63,7 @@ class RouterHook:
             took = time.monotonic() - started
             code = proc.poll()
             if code is None and took > self.timeout_s:
-                proc.kill()
-                proc.wait()
+                _kill_group(proc)
             if code is not None or took > self.timeout_s:
                 out_file.seek(0)
                 out = out_file.read()
@@ -79,8 +80,9 @@ class RouterHook:
                 "BALLAST_SCALING_EPOCH": str(call.epoch),
             }
             out_file = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in poll; a pipe blocks)
-            proc = subprocess.Popen(self.command, shell=True, env=env, text=True,
-                                    stdout=out_file, stderr=subprocess.STDOUT)  # fmt: skip
+            # a session of its own: at the time limit the whole group goes, not the shell alone
+            proc = subprocess.Popen(self.command, shell=True, env=env, text=True, stdout=out_file,
+                                    stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
             self._running = (call, proc, time.monotonic(), out_file)
         return ended
 
@@ -102,4 +104,10 @@ class RouterHook:
             self.poll()
             time.sleep(0.05)
         if self._running is not None:
-            self._running[1].kill()
+            _kill_group(self._running[1])
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()

@@ -166,3 +166,17 @@ def test_a_pinned_key_bounds_a_scale_down_so_the_log_takes_every_scale():
     for etype, body in ev.events:
         log.append(make_event(len(log), etype, body))
     assert fold(initial_state(ROUTED, 6), log).num_workers == 3
+
+
+def test_router_reports_last_two_of_their_spans_when_evaluations_come_faster():
+    """Routers report every 10 s here and the loop evaluates every 2 s: an evaluation between two
+    reports still sees the working router (it read as idle, and broke every activation, before)."""
+    d = DecisionSettings(warmup=0, activation=3, scale_down_delay_s=60.0)
+    loop = ScalingLoop(ScalingSettings(mode="on", interval_s=2.0, catch_up_s=60.0, router_actuator=True,
+                                       decisions=d), 1, 1, INPUT_PARTITIONS, ROUTED)  # fmt: skip
+    state = fold(initial_state(ROUTED, 1), [])
+    loop.observe(10.0, "router-0", 0, 10_000, router_stats(), 1)
+    loop.observe(10.0, "shedder", 0, 0, lag(3000.0), 1)
+    for now in (12.0, 16.0, 20.0):
+        assert loop.evaluate(now, state).estimates["router"].true_rate_per_instance == pytest.approx(2000)
+    assert loop.evaluate(31.0, state).estimates["router"].true_rate_per_instance is None  # 21 s: gone

@@ -154,3 +154,17 @@ def test_the_prometheus_endpoint_binds_loopback_unless_told_otherwise(host) -> N
         m.start(port, host)
     assert listening_address(port) == (host or "127.0.0.1")
     assert RouterSettings().metrics_host == "127.0.0.1"  # what the router passes by default
+
+
+def test_useful_time_follows_its_records_through_commits_and_aborts():
+    """DS2's useful time is the routed batches' time without queue waits, and it belongs to the
+    records: an aborted transaction's batches are routed again, with time of their own, so their
+    first time is dropped with their counts (offered ÷ useful stays the rate of the work kept)."""
+    m = RouterMetrics("r", 2, heavy_hitter_capacity=10, heavy_hitters_top=5)
+    m.batch([5, 0], [5, 0], [b"a"] * 5, 5, 0, 0, {}, seconds=0.5, useful_s=0.2)  # 0.3 s on a full queue
+    m.committed(transaction=True)
+    m.batch([7, 0], [7, 0], [b"b"] * 7, 7, 0, 0, {}, seconds=0.4, useful_s=0.4)
+    m.transaction_aborted()
+    m.batch([7, 0], [7, 0], [b"b"] * 7, 7, 0, 0, {}, seconds=0.1)  # no wait measured: all of it
+    body = _stats(m)
+    assert body["offered_records"] == 12 and body["useful_ms"] == 300
