@@ -220,7 +220,10 @@ def test_kill_9_mid_migration_resumes_from_the_log_and_the_results_stay_exact(ka
             ending = migration_story(control_log(kit), mid)
             return bool(ending["DONE"] or ending["ABORT"])
 
-        wait_until(ended, 600, f"migration {mid} DONE or ABORT", 1.0)
+        # under CI's concurrent load the last interval can miss a router's report, and the plan then
+        # levels what it saw with 60-170 keys instead of 7 (30-85 steps, each waiting for installs):
+        # slow, still exact; the time it may take is bounded, not assumed
+        wait_until(ended, 1200, f"migration {mid} DONE or ABORT", 1.0)
         feeder.join(600)
         assert not feeder.is_alive() and not producing, producing
         kit.flush_after(len(events), events[-1]["event_time"])
