@@ -101,9 +101,7 @@ class Autoscaler:
         self.hook.poll()
 
     def status(self) -> ScalingStatus:
-        summary = self.loop.summary()
-        return ScalingStatus(self.settings.scaling, summary["instances"], summary["optimal"],
-                             summary["true_rates"], summary["last"])  # fmt: skip
+        return self.loop.status()
 
     def close(self) -> None:
         if self.hook is not None:

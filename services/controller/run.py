@@ -73,14 +73,16 @@ def wait_for_takeover(
     kafka: KafkaConfig, layout: TopicLayout, settings: ControllerSettings, stop: threading.Event
 ) -> bool:
     """Until no other controller published a status for ``takeover_after_s`` (True), or ``stop``."""
+    from ballast.kafka.reading import offsets_at_time
     from ballast.metrics.reader import MetricsReader
     from ballast.metrics.records import ControllerStatus
 
     me = settings.resolved_id()
     window_ms = int(settings.takeover_after_s * 1000)
-    reader = MetricsReader(
-        kafka, layout.name("metrics"), _offsets_since(kafka, layout.name("metrics"), window_ms), keep=False
-    )
+    topic = layout.name("metrics")
+    since = int(time.time() * 1000) - window_ms
+    start = offsets_at_time(kafka, topic, since, "controller-standby", 10)
+    reader = MetricsReader(kafka, topic, start, keep=False)
     last_seen = time.monotonic()  # the active one is presumed alive at first: wait a full window
     try:
         while not stop.is_set():
@@ -95,12 +97,6 @@ def wait_for_takeover(
         return False
     finally:
         reader.follower.close()
-
-
-def _offsets_since(kafka: KafkaConfig, topic: str, window_ms: int) -> dict[int, int]:
-    from ballast.kafka.reading import offsets_at_time
-
-    return offsets_at_time(kafka, topic, int(time.time() * 1000) - window_ms, "controller-standby", 10)
 
 
 def install_stop() -> threading.Event:

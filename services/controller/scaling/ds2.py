@@ -147,15 +147,12 @@ def _estimate(stage: Stage, target: float) -> Estimate:
         m = stage.modelled
         current, per_instance, selectivity = m.current, m.rate_per_instance, m.selectivity
         if per_instance is None or per_instance <= 0:
-            why = m.why or "the model gives no rate per instance"
-            return Estimate(stage.name, current, max(current, stage.min_instances), target, None, 1.0, target,
-                            False, f"{why}: count kept")  # fmt: skip
+            return _kept(stage, current, target, m.why or "the model gives no rate per instance")
     else:
         current = len(stage.instances)
         measured = [w for w in stage.instances if w.useful_s > 0 and w.pulled > 0]
         if current == 0 or not measured:
-            return Estimate(stage.name, current, max(current, stage.min_instances), target, None, 1.0, target,
-                            False, "no useful work measured: count kept")  # fmt: skip
+            return _kept(stage, current, target, "no useful work measured")
         processing = sum(w.true_processing_rate or 0.0 for w in measured)
         output = sum(w.true_output_rate or 0.0 for w in measured)
         per_instance = processing / len(measured)
@@ -170,3 +167,9 @@ def _estimate(stage: Stage, target: float) -> Estimate:
               + (f", capped at {optimal}" if capped else ""))  # fmt: skip
     return Estimate(stage.name, current, optimal, target, per_instance, selectivity, selectivity * carried,
                     capped, reason)  # fmt: skip
+
+
+def _kept(stage: Stage, current: int, target: float, why: str) -> Estimate:
+    """No rate to size the stage by: it keeps its count and passes its target on unchanged."""
+    return Estimate(stage.name, current, max(current, stage.min_instances), target, None, 1.0, target,
+                    False, f"{why}: count kept")  # fmt: skip

@@ -27,18 +27,18 @@ Decisions, where the issue left them open:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ballast.control.state import ControlState, scale
-from ballast.metrics.records import LagSample, ReduceProgress, RouterKeyStats
+from ballast.metrics.records import LagSample, ReduceProgress, RouterKeyStats, ScalingStatus
 from services.controller.scaling.decisions import Decider, DecisionSettings, StageDecision
 from services.controller.scaling.ds2 import Estimate, InstanceWindow, Stage, optimal_instances, source_target
 from services.controller.scaling.observations import (
     REDUCE_STAGE,
     ROUTER_STAGE,
     RouterReport,
+    Targets,
     reduce_rate,
     router_windows,
     targets,
@@ -110,9 +110,8 @@ class ScalingLoop:
         elif isinstance(body, LagSample):
             self._lags.append(body)
 
-    def stages(self, state: ControlState) -> list[Stage]:
+    def stages(self, state: ControlState, t: Targets) -> list[Stage]:
         s = self.settings
-        t = targets(self._lags)
         windows = list(router_windows([r for _, r in self._reports]))
         believed = self.decider.counts[ROUTER_STAGE]
         while len(windows) < believed:  # a router owning no partition reports nothing: no capacity
@@ -139,7 +138,8 @@ class ScalingLoop:
             self._reports.popleft()
         if s.mode == "on" and state.num_workers != self.decider.counts[REDUCE_STAGE]:
             self.decider.counts[REDUCE_STAGE] = state.num_workers  # an operator's SCALE wins
-        estimates = optimal_instances(self.stages(state))
+        t = targets(self._lags)
+        estimates = optimal_instances(self.stages(state, t))
         decided = dict(estimates)
         if not s.router_actuator and s.mode == "on":
             decided.pop(ROUTER_STAGE)
@@ -150,7 +150,6 @@ class ScalingLoop:
         decisions = self.decider.evaluate(now_s, decided, shedding=shedding)
         applied = s.mode == "on"
         events: list[tuple[str, dict[str, Any]]] = []
-        t = targets(self._lags)
         inputs = {"arrival_rate": t.arrival_rate, "input_backlog": t.input_backlog,
                   "routed_backlog": t.routed_backlog, "catch_up_s": s.catch_up_s}  # fmt: skip
         for d in decisions:
@@ -162,17 +161,17 @@ class ScalingLoop:
         self.last = Evaluation(now_s, estimates, decisions, events)
         return self.last
 
-    def summary(self) -> Mapping[str, Any]:
+    def status(self) -> ScalingStatus:
         """For the status record: instances per stage, true rates, the last decision and its reason."""
         est = self.last.estimates if self.last is not None else {}
         last = ""
         if self.last_decision is not None:
             d, mode = self.last_decision
             last = f"{d.stage} {d.before} -> {d.after} ({mode}): {d.reason}"
-        return {
-            "instances": self.counts,
-            "optimal": {k: e.optimal for k, e in est.items()},
-            "true_rates": {k: e.true_rate_per_instance for k, e in est.items() if e.true_rate_per_instance},
-            "last": last,
-        }
-
+        return ScalingStatus(
+            self.settings.mode,
+            self.counts,
+            {k: e.optimal for k, e in est.items()},
+            {k: e.true_rate_per_instance for k, e in est.items() if e.true_rate_per_instance},
+            last,
+        )
