@@ -204,6 +204,3 @@ def test_a_router_reports_its_useful_time(deployment):
     useful = sum(b.useful_ms for _, b in reports)
     span = sum(m.interval_end - m.interval_start for m, _ in reports)
     assert 0 < useful < span, (useful, span)
-    # a plausible rate: a router routes thousands of records per useful second, not millions or tens
-    rate = 40_000 / (useful / 1000)
-    assert 2_000 < rate < 5_000_000, rate

@@ -18,13 +18,14 @@ def finish(hook: RouterHook, n: int, timeout: float = 20.0) -> None:
 
 
 def test_calls_run_in_order_one_at_a_time_with_the_decision_in_their_environment(tmp_path):
-    out = tmp_path / "calls"
-    hook = RouterHook(f'sleep 0.2; echo "$BALLAST_SCALING_STAGE $BALLAST_SCALING_FROM $BALLAST_SCALING_TO '
-                      f'$BALLAST_SCALING_EPOCH" >> {out}')  # fmt: skip
-    started = time.monotonic()
+    out, go = tmp_path / "calls", tmp_path / "go"
+    said = '"$BALLAST_SCALING_STAGE $BALLAST_SCALING_FROM $BALLAST_SCALING_TO $BALLAST_SCALING_EPOCH"'
+    hook = RouterHook(f"while [ ! -e {go} ]; do sleep 0.05; done; echo {said} >> {out}")
     hook.submit(HookCall("router", 1, 2, 7))
     hook.submit(HookCall("router", 2, 4, 9))
-    assert time.monotonic() - started < 0.2  # submitting never waits for the command
+    # submitting never waits for the command: both calls are back while the first cannot finish
+    assert hook.done == [] and not out.exists()
+    go.touch()
     finish(hook, 2)
     assert out.read_text().splitlines() == ["router 1 2 7", "router 2 4 9"]
     assert [r.returncode for r in hook.done] == [0, 0] and hook.failures == 0
