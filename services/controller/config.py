@@ -47,6 +47,9 @@ class ControllerSettings(Settings):
     interval_s: float = setting(
         10.0, "length of one load interval (statistics folded, trigger checked)", minimum=0.1
     )
+    router_report_grace: int = setting(
+        2, "intervals a router's latest report stands in for one still on its way (0: never)", minimum=0
+    )
     theta: float = setting(
         0.15, "trigger: rebalance when worker load max/mean stays above 1 + theta", minimum=0
     )

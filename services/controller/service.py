@@ -57,6 +57,7 @@ from services.controller.pacing import (
 from services.controller.planning import RoundResult, plan_interval
 from services.controller.prometheus import ControllerGauges
 from services.controller.request_age import PROBE_KIND, RequestAges, append_time_ms
+from services.controller.router_reports import RouterReports
 from services.controller.sequencer import Answer, Request, RequestLimits, Sequencer, decode_request, refuse
 from services.controller.status_record import StatusPublisher
 from services.controller.transport import ControlLink, is_fenced
@@ -111,7 +112,7 @@ class Controller:
         self.link: ControlLink | None = None
         self.audit: ControlAudit | None = None
         self.sequencer: Sequencer | None = None
-        self._router_stats: list[tuple[str, int, RouterKeyStats]] = []  # (router, span ms, report)
+        self._router_stats = RouterReports(settings.router_report_grace)
         self._worker_stats: list[WorkerStats] = []
         self._installs: list[tuple[str, int]] = []
         self._status = StatusPublisher(kafka, self.id, layout.name("metrics"))
@@ -288,7 +289,7 @@ class Controller:
         for metric in self._reader.poll(0.0):
             body = metric.body
             if isinstance(body, RouterKeyStats):
-                self._router_stats.append((metric.source, metric.interval_end - metric.interval_start, body))
+                self._router_stats.add(metric.source, metric.interval_end - metric.interval_start, body)
             elif isinstance(body, WorkerStats):
                 self._worker_stats.append(body)
                 self._installs.extend((c.key, c.epoch) for c in body.chunks_installed)
@@ -403,8 +404,10 @@ class Controller:
     # --- intervals and plans ------------------------------------------------------------------------
 
     def _end_interval(self) -> None:
-        reports, workers = self._router_stats, self._worker_stats
-        self._router_stats, self._worker_stats = [], []
+        reports, late = self._router_stats.end_interval()
+        workers, self._worker_stats = self._worker_stats, []
+        if late:
+            log.info("controller %s: no report yet from %s this interval: counting its latest", self.id, late)
         n = self.state.num_workers
         routers = [body for _, _, body in reports]
         spans = [(source, span) for source, span, _ in reports]
