@@ -1,4 +1,5 @@
-"""The suite's lanes (tests/support/lanes.py): the saturating modules share one unit, run first."""
+"""The suite's lanes (tests/support/lanes.py): the saturating modules share one unit, run first,
+those whose checks ride on timing last in it."""
 
 from __future__ import annotations
 
@@ -16,3 +17,9 @@ def test_the_saturating_lane_runs_first_and_unit_tests_last() -> None:
     ids = ["tests/unit/test_a.py::t", "tests/e2e/test_package.py::t", "tests/integration/x/test_b.py::t",
            "tests/e2e/test_reduce.py::t"]  # fmt: skip
     assert sorted(ids, key=run_order) == [ids[3], ids[2], ids[1], ids[0]]
+
+
+def test_the_lanes_timing_sensitive_modules_run_last_in_it() -> None:
+    ids = ["tests/e2e/test_demo.py::a", "tests/e2e/test_controller.py::b", "tests/e2e/test_chaos.py::c",
+           "tests/e2e/test_demo.py::d", "tests/e2e/test_three_hosts.py::e"]  # fmt: skip
+    assert sorted(ids, key=run_order) == [ids[2], ids[4], ids[1], ids[0], ids[3]]
