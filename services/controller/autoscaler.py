@@ -17,7 +17,7 @@ from ballast.control.state import ControlState
 from ballast.kafka.admin import make_admin, partition_count
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout
-from ballast.metrics.records import LagSample, ReduceProgress, RouterKeyStats, ScalingStatus
+from ballast.metrics.records import LagSample, ReduceProgress, RouterKeyStats, ScalingStatus, WorkerStats
 from services.controller.actuators import HookCall, RouterHook
 from services.controller.config import ControllerSettings
 from services.controller.scaling.decisions import DecisionSettings
@@ -42,6 +42,7 @@ class Autoscaler:
             s.reduce_cores,
             router_actuator=bool(s.router_hook),
             decisions=decisions,
+            policy=s.scaling_policy,
         )
         self.loop = ScalingLoop(policy, s.routers, 1, input_partitions, routed_partitions)
         self.hook = RouterHook(s.router_hook, s.router_hook_timeout_s) if s.router_hook else None
@@ -68,7 +69,7 @@ class Autoscaler:
 
     def observe(self, metric: Any, workers: int) -> None:
         body = metric.body
-        if isinstance(body, RouterKeyStats | ReduceProgress | LagSample):
+        if isinstance(body, RouterKeyStats | ReduceProgress | LagSample | WorkerStats):
             self.loop.observe(time.monotonic(), metric.source, metric.interval_start, metric.interval_end,
                               body, workers)  # fmt: skip
 

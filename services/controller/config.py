@@ -87,6 +87,12 @@ class ControllerSettings(Settings):
         "DS2 scaling: off, dry-run (decide and log SCALING events marked DRY_RUN, act on none) or on",
         choices=("off", "dry-run", "on"),
     )
+    scaling_policy: str = setting(
+        "ds2",
+        "scaling: ds2 (true rates from useful time and the reduce's batch model) or busy-time (Flink's "
+        "autoscaler's rule, for comparison: the busiest instance's busy fraction, utilization 0.7)",
+        choices=("ds2", "busy-time"),
+    )
     scaling_interval_s: float = setting(30.0, "scaling: one evaluation this often", minimum=1)
     scaling_catch_up_s: float = setting(
         120.0, "scaling: a backlog is to be worked off within this long (its catch-up rate)", minimum=1

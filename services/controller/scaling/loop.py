@@ -22,16 +22,21 @@ Decisions, where the issue left them open:
   rebalancer's next plan may unpin it.
 * **Shedding**: any keep-probability below 1 in the log's state is shedding; no scale-down then
   (:mod:`services.controller.scaling.decisions`).
+* **The policy** is DS2 (``ds2``) or, for comparison, Flink's autoscaler's busy-time rule
+  (``busy-time``, :mod:`services.controller.scaling.busy_time`) on the same inputs and actuators,
+  decided as Flink does: on one estimate (activation 1), any drop a scale-down, after the same
+  delay.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ballast.control.state import ControlState, scale
-from ballast.metrics.records import LagSample, ReduceProgress, RouterKeyStats, ScalingStatus
+from ballast.metrics.records import LagSample, ReduceProgress, RouterKeyStats, ScalingStatus, WorkerStats
+from services.controller.scaling.busy_time import StageLoad, busy_time_instances
 from services.controller.scaling.decisions import Decider, DecisionSettings, StageDecision
 from services.controller.scaling.ds2 import Estimate, InstanceWindow, Stage, optimal_instances, source_target
 from services.controller.scaling.observations import (
@@ -39,13 +44,16 @@ from services.controller.scaling.observations import (
     ROUTER_STAGE,
     RouterReport,
     Targets,
+    reduce_load,
     reduce_rate,
+    router_load,
     router_windows,
     targets,
 )
 from services.controller.scaling.replay import decision_event
 
 MODES = ("off", "dry-run", "on")
+POLICIES = ("ds2", "busy-time")
 SOURCE = "input"
 
 
@@ -59,10 +67,13 @@ class ScalingSettings:
     model_batches: int = 30  # the reduce's latest batches the cost model is fitted on
     router_actuator: bool = False
     decisions: DecisionSettings = field(default_factory=DecisionSettings)
+    policy: str = "ds2"
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"scaling mode must be one of {MODES}, got {self.mode!r}")
+        if self.policy not in POLICIES:
+            raise ValueError(f"scaling policy must be one of {POLICIES}, got {self.policy!r}")
         if self.interval_s <= 0 or self.catch_up_s <= 0 or self.reduce_trigger_s <= 0:
             raise ValueError(f"scaling intervals must be positive: {self}")
 
@@ -90,9 +101,13 @@ class ScalingLoop:
         self.settings = settings
         self.input_partitions = input_partitions
         self.routed_partitions = routed_partitions
-        self.decider = Decider(settings.decisions, {ROUTER_STAGE: routers, REDUCE_STAGE: reduce_workers})
+        decisions = settings.decisions
+        if settings.policy == "busy-time":  # Flink's: one estimate decides, any drop is one
+            decisions = replace(decisions, activation=1, scale_down_min_drop=1, scale_down_min_fraction=0.0)
+        self.decider = Decider(decisions, {ROUTER_STAGE: routers, REDUCE_STAGE: reduce_workers})
         self._reports: deque[tuple[float, RouterReport]] = deque()
         self._batches: deque[tuple[ReduceProgress, int]] = deque(maxlen=settings.model_batches)
+        self._recent: deque[tuple[float, ReduceProgress | WorkerStats]] = deque()  # for busy time
         self._lags: list[LagSample] = []
         self.last: Evaluation | None = None
         self.last_decision: tuple[StageDecision, str] | None = None  # with its mode
@@ -107,6 +122,9 @@ class ScalingLoop:
             self._reports.append((at_s, RouterReport(source, start_ms, end_ms, body)))
         elif isinstance(body, ReduceProgress):
             self._batches.append((body, workers))
+            self._recent.append((at_s, body))
+        elif isinstance(body, WorkerStats) and self.settings.policy == "busy-time":
+            self._recent.append((at_s, body))
         elif isinstance(body, LagSample):
             self._lags.append(body)
 
@@ -129,6 +147,22 @@ class ScalingLoop:
                   max_instances=reduce_max, modelled=modelled, catch_up_rate=t.routed_backlog / s.catch_up_s),
         ]  # fmt: skip
 
+    def busy_stages(self, state: ControlState, t: Targets) -> list[StageLoad]:
+        """The same stages as :meth:`stages`, as the busy-time rule reads them."""
+        s = self.settings
+        ds2 = {stage.name: stage for stage in self.stages(state, t)}
+        router, red = ds2[ROUTER_STAGE], ds2[REDUCE_STAGE]
+        batches = [b for _, b in self._recent if isinstance(b, ReduceProgress)]
+        steps = [b for _, b in self._recent if isinstance(b, WorkerStats)]
+        workers = self.decider.counts[REDUCE_STAGE]
+        return [
+            StageLoad(SOURCE, source_rate=ds2[SOURCE].source_rate),
+            replace(router_load(router.instances, self.decider.counts[ROUTER_STAGE]), upstream=(SOURCE,),
+                    max_instances=router.max_instances),
+            replace(reduce_load(batches, steps, workers, s.interval_s), upstream=(ROUTER_STAGE,),
+                    min_instances=red.min_instances, max_instances=red.max_instances),
+        ]  # fmt: skip
+
     def evaluate(self, now_s: float, state: ControlState, migrating: bool = False) -> Evaluation:
         s = self.settings
         # a router reports every stats interval, which may be longer than an evaluation's: keep its
@@ -138,8 +172,13 @@ class ScalingLoop:
             self._reports.popleft()
         if s.mode == "on" and state.num_workers != self.decider.counts[REDUCE_STAGE]:
             self.decider.counts[REDUCE_STAGE] = state.num_workers  # an operator's SCALE wins
+        while self._recent and self._recent[0][0] < now_s - s.interval_s:
+            self._recent.popleft()
         t = targets(self._lags)
-        estimates = optimal_instances(self.stages(state, t))
+        if s.policy == "busy-time":
+            estimates = busy_time_instances(self.busy_stages(state, t))
+        else:
+            estimates = optimal_instances(self.stages(state, t))
         decided = dict(estimates)
         if not s.router_actuator and s.mode == "on":
             decided.pop(ROUTER_STAGE)

@@ -11,6 +11,10 @@
 * **Targets**: the shedder's ``LagSample`` of the routers' group gives the input's arrival rate
   and backlog (the source's target, with a catch-up term); its samples of the reduce give the
   routed topic's backlog, which the reduce must work off on top of what the routers push.
+* **Busy time** (the rule DS2 is compared with, :mod:`services.controller.scaling.busy_time`):
+  each stage's records in per second over the evaluation and its busiest instance's busy
+  fraction, a router's being its useful time over its span, a reduce worker's its steps'
+  ``busy_ms`` over the evaluation.
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ballast.metrics.records import LagSample, ReduceProgress, RouterKeyStats
+from ballast.metrics.records import LagSample, ReduceProgress, RouterKeyStats, WorkerStats
 from services.controller.scaling.batch_model import BatchSample, fit
+from services.controller.scaling.busy_time import StageLoad
 from services.controller.scaling.ds2 import InstanceWindow, ModelledRate
 
 ROUTER_STAGE = "router"
@@ -114,3 +119,27 @@ def targets(samples: Sequence[LagSample]) -> Targets:
     input_backlog = sum(max(s.lag_records, 0) for s in router)
     routed_backlog = sum(max(s.lag_records, 0) for s in reduce)
     return Targets(float(arrival), float(input_backlog), float(routed_backlog))
+
+
+def router_load(windows: Sequence[InstanceWindow], routers: int) -> StageLoad:
+    """The router stage as the busy-time rule sees it: records in and out per second summed over
+    the routers, and the busiest router's useful fraction of its span."""
+    rate_in = sum(w.pulled / w.window_s for w in windows)
+    rate_out = sum(w.pushed / w.window_s for w in windows)
+    busy = max((w.useful_s / w.window_s for w in windows), default=0.0)
+    return StageLoad(ROUTER_STAGE, routers, rate_in, rate_out, min(busy, 1.0))
+
+
+def reduce_load(
+    batches: Sequence[ReduceProgress], steps: Sequence[WorkerStats], workers: int, span_s: float
+) -> StageLoad:
+    """The reduce as the busy-time rule sees it over the last ``span_s``: its batches' rows per
+    second in (and out: every row is reduced, as DS2's pass takes it), and its busiest worker's
+    busy milliseconds over the span."""
+    rows = sum(p.input_rows for p in batches)
+    busy_ms: dict[int, float] = defaultdict(float)
+    for ws in steps:
+        busy_ms[ws.worker] += ws.busy_ms
+    busiest = max(busy_ms.values(), default=0.0) / (span_s * 1000) if span_s > 0 else 0.0
+    rate = rows / span_s if span_s > 0 else 0.0
+    return StageLoad(REDUCE_STAGE, workers, rate, rate, min(busiest, 1.0))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ballast.control.state import fold, initial_state, make_event, shedding
-from ballast.metrics.records import LagSample, ReduceProgress, RouterKeyStats
+from ballast.metrics.records import LagSample, ReduceProgress, RouterKeyStats, WorkerStats
 from services.controller.scaling.decisions import DecisionSettings
 from services.controller.scaling.loop import ScalingLoop, ScalingSettings
 from services.controller.scaling.replay import replay
@@ -180,3 +180,30 @@ def test_router_reports_last_two_of_their_spans_when_evaluations_come_faster():
     for now in (12.0, 16.0, 20.0):
         assert loop.evaluate(now, state).estimates["router"].true_rate_per_instance == pytest.approx(2000)
     assert loop.evaluate(31.0, state).estimates["router"].true_rate_per_instance is None  # 21 s: gone
+
+
+def test_the_busy_time_rule_sizes_from_the_busiest_instance_and_decides_on_one_estimate():
+    """The rule DS2 is benchmarked against, on the same metrics. Router: 500 records/s in, useful
+    25 % of its span: 2,000/s at full use; 3,000/s wanted at utilization 0.7 is 4,286/s, x2.14,
+    so 3 routers (DS2 says 2). Reduce: 21,000 rows in the 10 s evaluation, its busiest worker busy
+    9 of them: 2,333/s at full use, x1.84 of it wanted, so 2 workers. Flink decides on one
+    estimate: both apply at the first evaluation, though DS2's activation here is 3."""
+    settings = ScalingSettings(mode="on", interval_s=10.0, catch_up_s=60.0, reduce_trigger_s=TRIGGER_S,
+                               router_actuator=True, decisions=DecisionSettings(warmup=0, activation=3),
+                               policy="busy-time")  # fmt: skip
+    loop = ScalingLoop(settings, routers=1, reduce_workers=1, input_partitions=INPUT_PARTITIONS,
+                       routed_partitions=ROUTED)  # fmt: skip
+    feed(loop, 10.0, 3000.0, 1)
+    for busy_ms in (5_000, 4_000):  # worker 0's steps; worker 1 is idle under 1 hashed worker
+        loop.observe(10.0, "j/worker-0", 0, 0, WorkerStats.of({"worker": 0, "epoch": 0, "records": 1,
+                     "busy_ms": busy_ms, "state_bytes": 0, "state_keys": 0}), 1)  # fmt: skip
+    log = [make_event(0, "TABLE_SNAPSHOT", {"num_workers": 1, "table": {}, "routed_partitions": ROUTED})]
+    state = fold(initial_state(ROUTED, 1), log)
+    ev = loop.evaluate(10.0, state)
+    assert ev.estimates["router"].true_rate_per_instance == pytest.approx(2000.0)
+    assert {(d.stage, d.before, d.after) for d in ev.decisions} == {("router", 1, 3), ("reduce", 1, 2)}
+    for etype, body in ev.events:
+        log.append(make_event(len(log), etype, body))
+    assert replay(log[1:], {"router": 1, "reduce": 1}).counts == {"router": 3, "reduce": 2}
+    with pytest.raises(ValueError):
+        ScalingSettings(policy="cpu")
