@@ -71,3 +71,18 @@ def test_the_model_predicts_measured_reduce_batches_it_was_not_fitted_on() -> No
         assert model is not None and model.fixed_s > 0.1, (seed, model)
         errors = [abs(model.duration_s(s.rows, workers) - s.duration_s) / s.duration_s for s in samples[1::2]]
         assert float(np.median(errors)) < 0.2, (seed, model, float(np.median(errors)))
+
+
+def test_a_query_starting_batch_does_not_make_the_fixed_cost() -> None:
+    """Measured (tests/e2e/test_scaling.py's reduce, 1 worker, 2 ms of sleep per row, 4 s trigger):
+    the query's first batch read 9 rows in 24.2 s (Python workers spawned, the state store
+    opened, the plan compiled), the others follow ~3.3 s + 1.96 ms per row. Least squares let that
+    one batch make the fixed cost 12.4 s, past the trigger, and DS2 then asked for no worker at
+    all; the fit is robust to it (Theil-Sen: the median of the pairwise slopes)."""
+    measured = [(9, 24161), (6013, 15101), (5454, 14311), (7053, 16948), (8766, 20355), (10450, 23961),
+                (12100, 28229), (14118, 32459), (16544, 36701), (18779, 40140)]  # fmt: skip
+    model = fit([BatchSample(rows, 1, ms / 1000) for rows, ms in measured])
+    assert model is not None
+    assert model.cost_per_row_s == pytest.approx(1.96e-3, rel=0.05)
+    assert 2.5 < model.fixed_s < 4.0
+    assert model.rate_per_worker(8.0) is not None
