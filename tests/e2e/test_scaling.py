@@ -45,7 +45,7 @@ pytestmark = pytest.mark.e2e
 
 BASE, STEP = 140, 280  # events/s: within one worker, then past it
 WARM_S = 60  # at BASE before the step: the batch model gets its first batches
-AFTER_UP_S = 60  # at STEP after the scale-up: the shedder's hold (20 s) and its cycles after it
+AFTER_UP_S = 30  # at STEP after the scale-up: the shedder's hold (20 s) is over before the halving
 LONGEST_PHASE_S = 480  # a phase that has not seen its decision by then fails the test
 CYCLE_S, HOLD_S = 2, 20
 TRIGGER_S = 20
