@@ -31,6 +31,9 @@ from services.demo.summary import DemoSummary
 SHORT = ("--input-s", "40", "--shift-s", "20", "--burst-at-s", "15", "--burst-s", "10",
          "--connect-records", "2000", "--drain-timeout-s", "60", "--no-live")  # fmt: skip
 TOGETHER = ("--together",)  # both runs at once: under 3 minutes, on a saturated machine
+# the runs' last windows must close for their rows to be judged: in CI, beside another worker's
+# Spark, the reduce fell 87 s behind and 60 s of drain left both runs unjudged. Only the slow pay it
+JUDGED = ("--drain-timeout-s", "240")
 
 
 def demo_argv(state: Path, report: Path, *extra: str) -> list[str]:
@@ -56,8 +59,8 @@ def nothing_left(state: Path) -> list[str]:
 def test_a_short_demo_runs_everything_as_services_and_reports_what_it_checked(tmp_path: Path) -> None:
     state, report = tmp_path / "stack", tmp_path / "demo-report"
     began = time.monotonic()
-    argv = demo_argv(state, report, *SHORT, *TOGETHER)
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=clean_env())
+    argv = demo_argv(state, report, *SHORT, *TOGETHER, *JUDGED)
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=clean_env())
     took = time.monotonic() - began
     said = out.stdout + out.stderr
     summary = DemoSummary.read(report / "summary.json")
@@ -66,7 +69,7 @@ def test_a_short_demo_runs_everything_as_services_and_reports_what_it_checked(tm
     checks = {v.check: v for v in summary.verdicts}
     # correctness holds whatever the timing: judged row by row against the demo's own reference
     for name, v in checks.items():
-        if "exact and present" in name or "95 % interval" in name or "process" in name:
+        if any(w in name for w in ("exact and present", "95 % interval", "process", "match the reference")):
             assert v.ok, f"{name}: {v.detail}\n{said[-3000:]}"
     assert any("95 % interval" in name for name in checks)  # the Ballast run shed, and was judged
     ballast, hash_run = summary.runs["ballast"], summary.runs["hash"]
