@@ -24,7 +24,10 @@ SATURATING_ORDER = (
     "test_secured", "test_scaling", "test_controller", "test_demo",
 )  # fmt: skip
 SATURATING_MODULES = frozenset(SATURATING_ORDER)
-FOLDER_ORDER = ("integration", "e2e", "docker", "unit")  # after the saturating lane: longest first
+# the other worker's order: the e2e modules outside the lane first (each runs Spark: beside the
+# lane's first modules, not beside the demo at its end, which fell 87 s behind beside them), the
+# unit tests (light) last, so the lane's timing-sensitive end shares the machine with the least
+FOLDER_ORDER = ("e2e", "integration", "docker", "unit")
 
 
 def lane_of(nodeid: str) -> str:
