@@ -1,5 +1,6 @@
-"""The router hook runs a real command in the background, one at a time, with the decision in its
-environment; a failure and a hook past its time limit are counted and said, never waited on."""
+"""A scaling hook (either stage's) runs a real command in the background, one at a time, with the
+decision in its environment; a failure and a hook past its time limit are counted and said, never
+waited on."""
 
 from __future__ import annotations
 
