@@ -22,7 +22,7 @@ from ballast.cli.console import UsageError, add_command, print_table, say
 from ballast.devstack.brokers import start_node, stop_node, wait_for_cluster
 from ballast.devstack.connect import count_lines, file_source_config, load_file, source_position
 from ballast.devstack.jvm import StackSettings
-from ballast.devstack.pipeline import PipelineSettings, scale_routers, start_pipeline
+from ballast.devstack.pipeline import PipelineSettings, scale_reduce, scale_routers, start_pipeline
 from ballast.devstack.processes import pid_alive
 from ballast.devstack.security import stack_admin
 from ballast.devstack.services import is_running
@@ -207,6 +207,16 @@ def cmd_stack_scale_routers(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_stack_scale_reduce(args: argparse.Namespace) -> int:
+    state = running_stack(_state_dir(args))
+    if state is None:
+        raise StackError(f"no stack runs in {_state_dir(args)}: start it with `ballast stack up`")
+    settings = PipelineSettings(ready_timeout=args.ready_timeout)
+    started = scale_reduce(state, LayoutSettings.from_args(args), args.cores, settings, say)
+    print(f"reduce: running on {args.cores} cores (pid {started.pid})")
+    return 0
+
+
 def cmd_stack_kill_broker(args: argparse.Namespace) -> int:
     """kill -9 one broker of the stack, found by its recorded pid (a machine failure, for fault tests)."""
     state, node_id = _recorded_node(args)
@@ -340,6 +350,19 @@ def register_stack(sub: argparse._SubParsersAction) -> None:
     )
     LayoutSettings.add_arguments(scale.add_argument_group("topic layout of the pipeline"))
     scale.set_defaults(func=cmd_stack_scale_routers)
+    cores = add_command(
+        stack_sub,
+        "scale-reduce",
+        "restart the pipeline's reduce on N cores, from its checkpoint (the controller's --reduce-hook "
+        "for the local stack)",
+    )
+    ConnectionSettings.add_arguments(cores, only=("state_dir",))
+    cores.add_argument("cores", type=int, metavar="N", help="local task slots, or cluster cores")
+    cores.add_argument(
+        "--ready-timeout", type=float, default=300.0, help="seconds it may take to be ready (default: 300)"
+    )
+    LayoutSettings.add_arguments(cores.add_argument_group("topic layout of the pipeline"))
+    cores.set_defaults(func=cmd_stack_scale_reduce)
     kill = add_command(
         stack_sub, "kill-broker", "kill -9 one broker of the stack (its recorded pid): a node failure"
     )
@@ -354,7 +377,6 @@ def register_stack(sub: argparse._SubParsersAction) -> None:
     start.add_argument("node", type=int, metavar="N", help="the broker's node id (1, 2 or 3)")
     start.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the cluster")
     start.set_defaults(func=cmd_stack_start_broker)
-
 
 
 def register_connect(sub: argparse._SubParsersAction) -> None:

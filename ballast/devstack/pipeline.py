@@ -52,6 +52,11 @@ class PipelineSettings(Settings):
     reduce_cores: int = setting(
         2, "task slots of the reduce's local Spark when the stack has no cluster", minimum=1
     )
+    reduce_executor_cores: int = setting(
+        0,
+        "cores the reduce takes from the stack's Spark cluster, with --spark (0: every core it offers)",
+        minimum=0,
+    )
     ready_timeout: float = setting(300.0, "seconds to wait for each service to be ready", minimum=1)
 
 
@@ -93,6 +98,8 @@ def pipeline_commands(
                 state.spark.master_url,
                 "--driver-log",
                 str(folder / "driver.log"),
+                "--total-executor-cores",
+                str(settings.reduce_executor_cores),
             )
             commands.append(ServiceCommand(REDUCE, "reduce", (*args, *job), env=service_env(state, "reduce")))
         else:
@@ -165,3 +172,37 @@ def scale_routers(
             stopped.append(service.name)
             progress(f"router service {service.name} stopped")
     return started, stopped
+
+
+def scale_reduce(
+    state: StackState,
+    layout: LayoutSettings,
+    cores: int,
+    settings: PipelineSettings,
+    progress: Progress = quiet,
+) -> ServiceState:
+    """The reduce restarted on ``cores``: its local Spark's task slots, or the cores it takes from
+    the stack's cluster. The actuator of the controller's reduce decisions in the local stack
+    (``--reduce-hook 'ballast stack scale-reduce $BALLAST_SCALING_TO'``): the log's ``SCALE``
+    already moved the hashed workers, this gives them a core each.
+
+    Why a restart: a local master's task slots are fixed when its SparkContext starts, and so are
+    the cores a standalone application asks for; DS2 on Flink restarted from a savepoint the same
+    way. (Requesting and killing executors through a running SparkContext is the other way on the
+    cluster, not tried yet: docs/scaling.md.) The query stops on SIGTERM and resumes from its
+    checkpoint: no record is lost or counted twice in a window, and a batch cut short is written
+    again with the same rows (the reduce's output is at-least-once, docs/reduce.md)."""
+    if cores < 1:
+        raise StackError(f"the reduce needs at least one core, got {cores}")
+    existing = state.service(REDUCE)
+    if existing is None:
+        raise StackError("the pipeline has no reduce to scale: start it with `ballast stack up --pipeline`")
+    wanted = replace(settings, routers=0, reduce=True, reduce_cores=cores, reduce_executor_cores=cores)
+    (command,) = [c for c in pipeline_commands(state, layout, wanted) if c.name == REDUCE]
+    if is_running(state, existing):
+        stop_service(state, REDUCE)
+        progress(f"reduce service stopped (pid {existing.pid})")
+    started = start_service(state, command, progress)
+    wait_ready(state, REDUCE, settings.ready_timeout, progress)
+    progress(f"reduce service started on {cores} cores (pid {started.pid})")
+    return started

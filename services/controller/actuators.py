@@ -1,13 +1,15 @@
-"""Acting on an applied router decision: a command the operator names (``--router-hook``).
+"""Acting on an applied scaling decision: a command the operator names per stage (``--router-hook``,
+``--reduce-hook``).
 
-Why a command and not a client of some orchestrator: Ballast's routers run as the operator runs
-them (a Deployment, systemd units, the local stack's supervisor); a command with the decision in
-its environment fits every one (``kubectl scale deployment/ballast-router --replicas
-$BALLAST_SCALING_TO``). It runs after the decision is committed to the control log (the log says
-what was decided; the hook does it), in the background so the controller's loop never waits on
-it, one at a time: a newer decision waits for the running one. Its exit status and the tail of its
-output are logged; a failure is counted in the controller's status, and the next evaluation sees
-the routers that really run.
+Why a command and not a client of some orchestrator: Ballast's routers and its Spark reduce run as
+the operator runs them (a Deployment, systemd units, spark-submit on a cluster, the local stack's
+supervisor); a command with the decision in its environment fits every one (``kubectl scale
+deployment/ballast-router --replicas $BALLAST_SCALING_TO``). For the reduce the log's ``SCALE``
+already moved the hashed workers; the hook gives them the compute (cores, executors). It runs after
+the decision is committed to the control log (the log says what was decided; the hook does it), in
+the background so the controller's loop never waits on it, one at a time: a newer decision waits for
+the running one. Its exit status and the tail of its output are logged and a failure is counted;
+the next evaluation sees the instances that really run.
 """
 
 from __future__ import annotations
@@ -42,10 +44,11 @@ class HookResult:
     seconds: float
 
 
-class RouterHook:
-    def __init__(self, command: str, timeout_s: float = 60.0) -> None:
+class ScalingHook:
+    def __init__(self, command: str, timeout_s: float = 60.0, stage: str = "router") -> None:
         self.command = command
         self.timeout_s = timeout_s
+        self.stage = stage
         self._queue: deque[HookCall] = deque()
         self._running: tuple[HookCall, subprocess.Popen, float, Any] | None = None
         self.failures = 0
@@ -90,12 +93,12 @@ class RouterHook:
         self.done.append(r)
         del self.done[:-100]
         if r.returncode == 0:
-            log.info("router hook: %s -> %s done in %.1f s", r.call.before, r.call.after, r.seconds)
+            log.info("%s hook: %s -> %s done in %.1f s", self.stage, r.call.before, r.call.after, r.seconds)
         else:
             self.failures += 1
             what = "timed out" if r.returncode is None else f"exited {r.returncode}"
-            log.error("router hook for %s -> %s (epoch %d) %s after %.1f s: %s", r.call.before, r.call.after,
-                      r.call.epoch, what, r.seconds, r.output.strip()[-500:])  # fmt: skip
+            log.error("%s hook for %s -> %s (epoch %d) %s after %.1f s: %s", self.stage, r.call.before,
+                      r.call.after, r.call.epoch, what, r.seconds, r.output.strip()[-500:])  # fmt: skip
         return r
 
     def close(self, wait_s: float = 5.0) -> None:

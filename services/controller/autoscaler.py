@@ -1,5 +1,5 @@
-"""The controller's scaling loop, driven: metrics in, ``SCALING`` (and ``SCALE``) events out, router
-decisions to the hook once committed, a status for the controller's record.
+"""The controller's scaling loop, driven: metrics in, ``SCALING`` (and ``SCALE``) events out, each
+stage's decisions to its hook once committed, a status for the controller's record.
 
 Why apart from :mod:`services.controller.service`: the controller's loop only says when (metrics
 read, evaluation due, events committed); what scaling does with them is this module's, and the
@@ -18,7 +18,7 @@ from ballast.kafka.admin import make_admin, partition_count
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout
 from ballast.metrics.records import LagSample, ReduceProgress, RouterKeyStats, ScalingStatus, WorkerStats
-from services.controller.actuators import HookCall, RouterHook
+from services.controller.actuators import HookCall, ScalingHook
 from services.controller.config import ControllerSettings
 from services.controller.scaling.decisions import DecisionSettings
 from services.controller.scaling.loop import ScalingLoop, ScalingSettings
@@ -45,8 +45,12 @@ class Autoscaler:
             policy=s.scaling_policy,
         )
         self.loop = ScalingLoop(policy, s.routers, 1, input_partitions, routed_partitions)
-        self.hook = RouterHook(s.router_hook, s.router_hook_timeout_s) if s.router_hook else None
-        self._calls: list[HookCall] = []  # applied router decisions whose events are not committed yet
+        self.hooks: dict[str, ScalingHook] = {}
+        if s.router_hook:
+            self.hooks[ROUTER_STAGE] = ScalingHook(s.router_hook, s.router_hook_timeout_s, ROUTER_STAGE)
+        if s.reduce_hook:
+            self.hooks[REDUCE_STAGE] = ScalingHook(s.reduce_hook, s.reduce_hook_timeout_s, REDUCE_STAGE)
+        self._calls: list[HookCall] = []  # applied decisions with a hook whose events are not committed yet
         self._next = 0.0
 
     @classmethod
@@ -88,22 +92,22 @@ class Autoscaler:
                 continue
             log.info("scaling (%s): %s %d -> %d: %s", body["mode"], body["stage"], body["from_instances"],
                      body["to_instances"], body["reason"])  # fmt: skip
-            if body["stage"] == ROUTER_STAGE and body["mode"] == "APPLIED" and self.hook is not None:
-                self._calls.append(HookCall(ROUTER_STAGE, body["from_instances"], body["to_instances"],
+            if body["mode"] == "APPLIED" and body["stage"] in self.hooks:
+                self._calls.append(HookCall(body["stage"], body["from_instances"], body["to_instances"],
                                             int(event["epoch"])))  # fmt: skip
 
     def committed(self) -> None:
-        """The events of every evaluation so far are in the log: their router decisions may act."""
-        if self.hook is None:
-            return
+        """The events of every evaluation so far are in the log (a reduce decision's ``SCALE`` with
+        it): their decisions may act."""
         for call in self._calls:
-            self.hook.submit(call)
+            self.hooks[call.stage].submit(call)
         self._calls = []
-        self.hook.poll()
+        for hook in self.hooks.values():
+            hook.poll()
 
     def status(self) -> ScalingStatus:
         return self.loop.status()
 
     def close(self) -> None:
-        if self.hook is not None:
-            self.hook.close()
+        for hook in self.hooks.values():
+            hook.close()

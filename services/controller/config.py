@@ -118,6 +118,14 @@ class ControllerSettings(Settings):
         "empty: routers are estimated, not decided",
     )
     router_hook_timeout_s: float = setting(60.0, "scaling: the router hook's time limit", minimum=1)
+    reduce_hook: str = setting(
+        "",
+        "scaling: a command run after an applied reduce decision and its SCALE are committed, to give the "
+        "workers their compute (cores, executors; env as the router hook's); empty: the cores stay",
+    )
+    reduce_hook_timeout_s: float = setting(
+        300.0, "scaling: the reduce hook's time limit (a restart of the query from its checkpoint)", minimum=1
+    )
     # leadership and monitoring
     standby: bool = setting(
         False, "when fenced (or started while another runs), wait to take over instead of exiting"

@@ -1,7 +1,8 @@
 """``ballast stack up --pipeline``: a broker, two routers and the reduce, each its own process,
-listed by ``stack status`` with pids and logs, and stopped by ``stack down`` so that nothing of the
-state folder is left, also after the reduce's process group was sent SIGTERM (as systemd or a
-terminal does), which stops it cleanly: no Python traceback, no Py4J error."""
+listed by ``stack status`` with pids and logs; ``stack scale-reduce`` restarts the reduce on a new
+core count (the controller's reduce hook in the local stack); ``stack down`` stops everything so
+that nothing of the state folder is left, also after the reduce's process group was sent SIGTERM
+(as systemd or a terminal does), which stops it cleanly: no Python traceback, no Py4J error."""
 
 from __future__ import annotations
 
@@ -48,6 +49,19 @@ def test_pipeline_up_status_group_sigterm_and_down_leave_nothing(tmp_path):
         text = ballast("stack", "status", "--state-dir", str(state)).stdout
         for name, s in services.items():
             assert f"{s['kind']} {name}" in text and str(s["pid"]) in text and s["log"] in text
+
+        # the reduce on 3 cores: the same job restarted from its checkpoint, with 3 local task slots
+        assert " --local-cores 2 " in services["reduce"]["command"]
+        scaled = ballast("stack", "scale-reduce", "3", "--state-dir", str(state), "--prefix", "pl")
+        assert scaled.returncode == 0, scaled.stdout + scaled.stderr
+        before = services["reduce"]
+        status = json.loads(ballast("stack", "status", "--json", "--state-dir", str(state)).stdout)
+        services = {s["name"]: s for s in status["services"]}
+        now = services["reduce"]
+        assert now["running"] and now["ready"] and now["pid"] != before["pid"]
+        assert not pid_alive(before["pid"])
+        assert " --local-cores 3 " in now["command"]
+        assert now["command"].replace(" --local-cores 3 ", " --local-cores 2 ") == before["command"]
 
         # the reduce's whole process group gets SIGTERM: it stops its query and Spark, and exits
         reduce = services["reduce"]["pid"]
