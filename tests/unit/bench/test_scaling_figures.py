@@ -60,3 +60,20 @@ def test_verdicts_compare_ds2_with_the_busy_time_rule_and_fixed_at_max():
     }
     worse = dict(runs, ds2=summary(STEPS, ds2, {"reduce": 1}, [(0, 50.0)], 30.0, 400, 0))
     assert verdicts(worse)["lag_over_target_at_most_busy_time"] is False
+
+
+def test_the_runs_schedule_and_its_decisions_from_the_control_log():
+    from bench.scaling.params import Params
+    from bench.scaling.run import decisions, schedule
+
+    phases = schedule(Params(unit_rate=200, steps="1,2,4,1", step_s=60))
+    assert [(p.name, p.rate, p.seconds) for p in phases] == [
+        ("0:1x", 200, 60), ("1:2x", 400, 60), ("2:4x", 800, 60), ("3:1x", 200, 60)]  # fmt: skip
+    log = [
+        {"type": "SCALING", "issued_at": 31_000, "payload": ["x", {"mode": "APPLIED", "stage": "reduce",
+                                                                   "from_instances": 1, "to_instances": 2}]},
+        {"type": "SCALE", "issued_at": 31_000, "payload": ["x", {"num_workers": 2}]},
+        {"type": "SCALING", "issued_at": 40_000, "payload": ["x", {"mode": "DRY_RUN", "stage": "router",
+                                                                   "from_instances": 1, "to_instances": 2}]},
+    ]  # fmt: skip
+    assert decisions(log, 1_000) == [Decision(30.0, "reduce", 1, 2)]
