@@ -21,7 +21,7 @@ SATURATING = "saturating"
 # burst shed within its 10 s) last, when the other worker has the least left to run beside them
 SATURATING_ORDER = (
     "test_chaos", "test_three_hosts", "test_reduce", "test_reduce_cluster", "test_reduce_lag",
-    "test_secured", "test_controller", "test_demo",
+    "test_secured", "test_scaling", "test_controller", "test_demo",
 )  # fmt: skip
 SATURATING_MODULES = frozenset(SATURATING_ORDER)
 FOLDER_ORDER = ("integration", "e2e", "docker", "unit")  # after the saturating lane: longest first

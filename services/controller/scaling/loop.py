@@ -122,11 +122,10 @@ class ScalingLoop:
             self._reports.append((at_s, RouterReport(source, start_ms, end_ms, body)))
         elif isinstance(body, ReduceProgress):
             self._batches.append((body, workers))
-            self._recent.append((at_s, body))
-        elif isinstance(body, WorkerStats) and self.settings.policy == "busy-time":
-            self._recent.append((at_s, body))
         elif isinstance(body, LagSample):
             self._lags.append(body)
+        if self.settings.policy == "busy-time" and isinstance(body, ReduceProgress | WorkerStats):
+            self._recent.append((at_s, body))  # only the busy-time rule reads the last interval's
 
     def stages(self, state: ControlState, t: Targets) -> list[Stage]:
         s = self.settings

@@ -5,24 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ballast.metrics.records import RouterKeyStats, WorkerStats
+from ballast.metrics.records import WorkerStats
 from ballast.routing.murmur2 import kafka_partition
 from ballast.routing.table import RoutingTable
 from services.controller.interval_load import cost_per_record, fold_interval, key_state_bytes, router_weights
+from tests.support.metric_records import router_stats as router
 
 pytestmark = pytest.mark.unit
-
-
-def router(worker_records: list[int], heavy: dict[str, int]) -> RouterKeyStats:
-    return RouterKeyStats.of({
-        "epoch": 3,
-        "worker_records": worker_records,
-        "worker_bytes": [0] * len(worker_records),
-        "offered_records": sum(worker_records),
-        "kept_records": sum(worker_records),
-        "heavy_hitters": [{"key": k, "count": n, "error": 0} for k, n in heavy.items()],
-        "sketch_capacity": 100,
-    })
 
 
 def worker(w: int, records: int, busy_ms: float, step: int = 0, state_bytes: int = 0, state_keys: int = 0,

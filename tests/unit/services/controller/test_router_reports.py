@@ -4,25 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from ballast.metrics.records import RouterKeyStats
 from services.controller.interval_load import fold_interval, router_weights
 from services.controller.router_reports import RouterReports
+from tests.support.metric_records import router_stats as report
 
 pytestmark = pytest.mark.unit
 
 ROUTE = {b"a": 0, b"b": 1}.__getitem__
-
-
-def report(worker_records: list[int], heavy: dict[str, int]) -> RouterKeyStats:
-    return RouterKeyStats.of({
-        "epoch": 1,
-        "worker_records": worker_records,
-        "worker_bytes": [0] * len(worker_records),
-        "offered_records": sum(worker_records),
-        "kept_records": sum(worker_records),
-        "heavy_hitters": [{"key": k, "count": n, "error": 0} for k, n in heavy.items()],
-        "sketch_capacity": 100,
-    })  # fmt: skip
 
 
 def imbalance(reports) -> float:
