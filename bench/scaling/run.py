@@ -28,6 +28,7 @@ from ballast.harness.outputs import output_rows
 from ballast.harness.pipeline import Pipeline
 from ballast.kafka.configuration import KafkaConfig
 from ballast.kafka.topics import TopicLayout
+from ballast.metrics.records import ControllerStatus
 from ballast.workload import closing_flush, flush_now
 from bench.reduce.backlog import keyed_events
 from bench.scaling import figures
@@ -103,6 +104,7 @@ class Deployment:
         s = self.probe.sample(batches[-1].end_offsets if batches else [])
         s["phase"] = self.feeder.phase if self.feeder is not None else ""
         s["workers"] = self.workers_now()
+        s.update(self.scaling_now())
         self.samples.append(s)
         self.events.extend(self.log_reader.poll(0.0))
         return s
@@ -111,6 +113,15 @@ class Deployment:
         scales = [e["payload"][1]["num_workers"] for e in self.events if e["type"] == "SCALE"]
         snaps = [e["payload"][1]["num_workers"] for e in self.events if e["type"] == "TABLE_SNAPSHOT"]
         return int((scales or snaps or [WORKERS])[-1])
+
+    def scaling_now(self) -> dict[str, float | int | None]:
+        """The reduce's true rate per worker and optimal count as the controller last published
+        them (none under ``fixed-max``, whose controller does not scale)."""
+        statuses = self.pipe.metrics_of(ControllerStatus)
+        scaling = statuses[-1].scaling if statuses else None
+        if scaling is None:
+            return {"true_rate": None, "optimal": None}
+        return {"true_rate": scaling.true_rates.get("reduce"), "optimal": scaling.optimal.get("reduce")}
 
     def close(self) -> None:
         if self.feeder is not None and self.feeder.is_alive():

@@ -77,3 +77,25 @@ def test_the_runs_schedule_and_its_decisions_from_the_control_log():
                                                                    "from_instances": 1, "to_instances": 2}]},
     ]  # fmt: skip
     assert decisions(log, 1_000) == [Decision(30.0, "reduce", 1, 2)]
+
+
+def test_the_plot_draws_from_the_report_alone_with_and_without_measured_rates(tmp_path):
+    """The fixed-max run has no true rates (its controller does not scale); the plot still draws."""
+    from bench.scaling.plot import plot
+
+    def sample(t: float, workers: int, rate: float | None) -> dict:
+        return {"t_s": t, "workers": workers, "router_s": 0.5, "reduce_s": 20.0, "true_rate": rate}
+
+    steps = [{"start_s": 0, "end_s": 50, "times": 1}, {"start_s": 50, "end_s": 100, "times": 2}]
+    report = {
+        "params": {"target_s": 60, "unit_rate": 200},
+        "policies": {
+            "ds2": {"samples": [sample(0, 1, None), sample(40, 1, 210.0), sample(80, 2, 205.0)],
+                    "keeps": [{"t_s": 60, "keep": 0.5}], "steps": steps},
+            "fixed-max": {"samples": [sample(0, 8, None), sample(80, 8, None)], "keeps": [], "steps": steps},
+            "busy-time": {"error": "the broker went away"},
+        },
+    }  # fmt: skip
+    out = tmp_path / "scaling.png"
+    plot(report, out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
