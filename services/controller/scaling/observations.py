@@ -52,7 +52,9 @@ def router_windows(reports: Sequence[RouterReport]) -> tuple[InstanceWindow, ...
         if r.stats.useful_ms is None or r.end_ms <= r.start_ms:
             continue
         pulled[r.source] += r.stats.offered_records
-        pushed[r.source] += r.stats.kept_records
+        # what it would push with nothing shed: DS2 carries the demand on, not what shedding lets
+        # through (else the reduce is sized for the shed stream and shedding never lifts)
+        pushed[r.source] += max(r.stats.offered_records - r.stats.dead_lettered, r.stats.kept_records)
         useful_ms[r.source] += r.stats.useful_ms
         span_ms[r.source] += r.end_ms - r.start_ms
     return tuple(

@@ -22,10 +22,18 @@ ROUTER_OFFERED, ROUTER_USEFUL_MS = 5_000, 2_500
 FIXED_S, ROW_S, TRIGGER_S = 0.5, 0.001, 2.0
 
 
-def router_stats(offered: int = ROUTER_OFFERED, useful_ms: int | None = ROUTER_USEFUL_MS) -> RouterKeyStats:
+def router_stats(
+    offered: int = ROUTER_OFFERED,
+    useful_ms: int | None = ROUTER_USEFUL_MS,
+    kept: int | None = None,
+    dead: int = 0,
+) -> RouterKeyStats:
+    """``kept`` below ``offered - dead``: the router shed the rest."""
+    kept = offered - dead if kept is None else kept
     return RouterKeyStats.of({
-        "epoch": 0, "worker_records": [offered], "worker_bytes": [0], "offered_records": offered,
-        "kept_records": offered, "heavy_hitters": [], "sketch_capacity": 10, "useful_ms": useful_ms,
+        "epoch": 0, "worker_records": [kept], "worker_bytes": [0], "offered_records": offered,
+        "kept_records": kept, "dead_lettered": dead, "heavy_hitters": [], "sketch_capacity": 10,
+        "useful_ms": useful_ms,
     })  # fmt: skip
 
 
@@ -132,6 +140,31 @@ def test_no_scale_down_while_shedding():
     feed(loop, 40.0, 750.0, 6)
     (d,) = [d for d in loop.evaluate(40.0, calm).decisions if d.stage == "reduce"]
     assert (d.before, d.after) == (6, 1)
+
+
+def test_shedding_does_not_lower_the_reduce_target_so_the_scale_up_that_lifts_it_is_made():
+    """A router keeping half of a 3,000/s input: the reduce must still be sized for 3,000/s (4
+    workers at 750/s), not for the 1,500/s shedding lets through (2 workers). Sized for what it is
+    let through, the reduce never grows past what the shedder lets in, and shedding never lifts."""
+    loop = make_loop(activation=1)
+    loop.observe(10.0, "router-0", 0, 10_000, router_stats(kept=ROUTER_OFFERED // 2), 1)
+    for i, rows in enumerate((1000, 2000, 3000, 4000, 5000, 6000)):
+        loop.observe(10.0, "reduce", 0, 0, batch(i, rows, 1), 1)
+    loop.observe(10.0, "shedder", 0, 0, lag(3000.0), 1)
+    est = loop.evaluate(10.0, fold(initial_state(ROUTED, 1), [])).estimates
+    assert est["router"].selectivity == pytest.approx(1.0)
+    assert est["reduce"].target_rate == pytest.approx(3000.0, rel=0.01)
+    assert est["reduce"].optimal == 4
+
+
+def test_dead_letters_are_not_carried_to_the_reduce():
+    """A tenth of the input is bad and dead-lettered by the router: the reduce gets nine tenths."""
+    loop = make_loop(activation=1)
+    loop.observe(10.0, "router-0", 0, 10_000, router_stats(dead=ROUTER_OFFERED // 10), 1)
+    loop.observe(10.0, "shedder", 0, 0, lag(3000.0), 1)
+    est = loop.evaluate(10.0, fold(initial_state(ROUTED, 1), [])).estimates
+    assert est["router"].selectivity == pytest.approx(0.9)
+    assert est["reduce"].target_rate == pytest.approx(2700.0, rel=0.01)
 
 
 def test_an_operators_scale_wins():
