@@ -8,7 +8,7 @@ ARGS ?=
 TEST_WORKERS ?= 2
 PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
 
-.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-controller bench-router bench-router-compare bench-router-secured bench-router-startup bench-reduce bench-reduce-throughput bench-reduce-soak bench-reduce-calm bench-reduce-skew bench-control bench-migration bench-shed chaos clean-cache
+.PHONY: setup demo test test-unit test-integration lint bench bench-codec bench-planner bench-controller bench-router bench-router-compare bench-router-secured bench-router-startup bench-reduce bench-reduce-throughput bench-reduce-soak bench-reduce-calm bench-reduce-skew bench-control bench-migration bench-shed bench-scaling chaos clean-cache
 
 setup:
 	@bash deploy/setup.sh
@@ -75,6 +75,9 @@ bench-control: setup
 	$(PY) -m bench.control $(ARGS)
 
 # the controller's pacing modes on the Spark reduce (bench/results/migration.json and .png; ARGS=--quick)
+bench-scaling: setup
+	$(PY) -m bench.scaling $(ARGS)
+
 bench-migration: setup
 	$(PY) -m bench.migration $(ARGS)
 
