@@ -196,23 +196,27 @@ def _recorded_node(args: argparse.Namespace) -> tuple[StackState, int]:
     return state, args.node
 
 
-def cmd_stack_scale_routers(args: argparse.Namespace) -> int:
+def _scaled_stack(args: argparse.Namespace) -> StackState:
+    """The running stack a scale command acts on (the controller's hooks in the local stack)."""
     state = running_stack(_state_dir(args))
     if state is None:
         raise StackError(f"no stack runs in {_state_dir(args)}: start it with `ballast stack up`")
+    return state
+
+
+def cmd_stack_scale_routers(args: argparse.Namespace) -> int:
     settings = PipelineSettings(ready_timeout=args.ready_timeout)
-    started, stopped = scale_routers(state, LayoutSettings.from_args(args), args.count, settings, say)
+    started, stopped = scale_routers(
+        _scaled_stack(args), LayoutSettings.from_args(args), args.count, settings, say
+    )
     print(f"routers: {args.count} running (started {', '.join(started) or 'none'}; "
           f"stopped {', '.join(stopped) or 'none'})")  # fmt: skip
     return 0
 
 
 def cmd_stack_scale_reduce(args: argparse.Namespace) -> int:
-    state = running_stack(_state_dir(args))
-    if state is None:
-        raise StackError(f"no stack runs in {_state_dir(args)}: start it with `ballast stack up`")
     settings = PipelineSettings(ready_timeout=args.ready_timeout)
-    started = scale_reduce(state, LayoutSettings.from_args(args), args.cores, settings, say)
+    started = scale_reduce(_scaled_stack(args), LayoutSettings.from_args(args), args.cores, settings, say)
     print(f"reduce: running on {args.cores} cores (pid {started.pid})")
     return 0
 
@@ -337,32 +341,20 @@ def register_stack(sub: argparse._SubParsersAction) -> None:
     ConnectionSettings.add_arguments(down, only=("state_dir",))
     down.add_argument("--purge", action="store_true", help="also delete the state folder (data and logs)")
     down.set_defaults(func=cmd_stack_down)
-    scale = add_command(
-        stack_sub,
-        "scale-routers",
+    _add_scale_command(
+        stack_sub, "scale-routers",
         "run N routers of the pipeline: start the missing ones, stop those above N (the controller's "
         "--router-hook for the local stack)",
-    )
-    ConnectionSettings.add_arguments(scale, only=("state_dir",))
-    scale.add_argument("count", type=int, metavar="N", help="routers to run (router-1 ... router-N)")
-    scale.add_argument(
-        "--ready-timeout", type=float, default=300.0, help="seconds each may take to be ready (default: 300)"
-    )
-    LayoutSettings.add_arguments(scale.add_argument_group("topic layout of the pipeline"))
-    scale.set_defaults(func=cmd_stack_scale_routers)
-    cores = add_command(
-        stack_sub,
-        "scale-reduce",
+        "count", "routers to run (router-1 ... router-N)", "seconds each may take to be ready (default: 300)",
+        cmd_stack_scale_routers,
+    )  # fmt: skip
+    _add_scale_command(
+        stack_sub, "scale-reduce",
         "restart the pipeline's reduce on N cores, from its checkpoint (the controller's --reduce-hook "
         "for the local stack)",
-    )
-    ConnectionSettings.add_arguments(cores, only=("state_dir",))
-    cores.add_argument("cores", type=int, metavar="N", help="local task slots, or cluster cores")
-    cores.add_argument(
-        "--ready-timeout", type=float, default=300.0, help="seconds it may take to be ready (default: 300)"
-    )
-    LayoutSettings.add_arguments(cores.add_argument_group("topic layout of the pipeline"))
-    cores.set_defaults(func=cmd_stack_scale_reduce)
+        "cores", "local task slots, or cluster cores", "seconds it may take to be ready (default: 300)",
+        cmd_stack_scale_reduce,
+    )  # fmt: skip
     kill = add_command(
         stack_sub, "kill-broker", "kill -9 one broker of the stack (its recorded pid): a node failure"
     )
@@ -377,6 +369,24 @@ def register_stack(sub: argparse._SubParsersAction) -> None:
     start.add_argument("node", type=int, metavar="N", help="the broker's node id (1, 2 or 3)")
     start.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the cluster")
     start.set_defaults(func=cmd_stack_start_broker)
+
+
+def _add_scale_command(
+    stack_sub: argparse._SubParsersAction,
+    name: str,
+    about: str,
+    dest: str,
+    n_help: str,
+    ready_help: str,
+    func: Any,
+) -> None:
+    """A ``stack scale-…`` command: the state folder, N, a ready timeout and the pipeline's layout."""
+    scale = add_command(stack_sub, name, about)
+    ConnectionSettings.add_arguments(scale, only=("state_dir",))
+    scale.add_argument(dest, type=int, metavar="N", help=n_help)
+    scale.add_argument("--ready-timeout", type=float, default=300.0, help=ready_help)
+    LayoutSettings.add_arguments(scale.add_argument_group("topic layout of the pipeline"))
+    scale.set_defaults(func=func)
 
 
 def register_connect(sub: argparse._SubParsersAction) -> None:
